@@ -1,0 +1,147 @@
+//! ConversionReview benchmarks: the engine against the parse+serialize floor.
+//!
+//! `cargo bench -p katalog-benches` measures; `cargo test --all-targets`
+//! runs every case once as a smoke test (see `katalog_benches::harness`).
+
+use std::hint::black_box;
+
+use katalog_benches::fixtures::{check_response, conversion_review, crontab_ir};
+use katalog_benches::harness::{Mode, Stats, Variant, Work, report, run_group};
+use katalog_lang::Ir;
+use katalog_lang::convert::convert;
+use katalog_lang::review::{review_conversion, review_conversion_bytes};
+use serde_json::Value;
+
+const V1BETA1: &str = "stable.example.com/v1beta1";
+const V2: &str = "stable.example.com/v2";
+
+/// What the server does with a request body: answer it and write the answer.
+fn engine(ir: &Ir, body: &[u8]) -> Vec<u8> {
+    let response = review_conversion_bytes(ir, body).expect("the review is well-formed");
+    serde_json::to_vec(&response).expect("a Value always serializes")
+}
+
+/// The floor: read the body into a Value and write it back out.
+fn baseline(body: &[u8]) -> Vec<u8> {
+    let value: Value = serde_json::from_slice(body).expect("the review is valid JSON");
+    serde_json::to_vec(&value).expect("a Value always serializes")
+}
+
+/// Build a review, check the engine answers it correctly, and print sizes.
+fn prepare(ir: &Ir, name: &str, n: usize, desired: &str) -> Vec<u8> {
+    let body = conversion_review(n, desired);
+    let response = review_conversion_bytes(ir, &body).expect("the review is well-formed");
+    if let Err(e) = check_response(&response, n, desired) {
+        panic!("{name}: {e}");
+    }
+    let out = serde_json::to_vec(&response).expect("a Value always serializes");
+    println!(
+        "{name}: {n} object(s) stable.example.com/v1 -> {desired}: request {} bytes ({} per object), response {} bytes",
+        body.len(),
+        body.len() / n,
+        out.len()
+    );
+    body
+}
+
+/// Engine vs baseline on one review.
+fn compare(mode: &Mode, ir: &Ir, name: &str, n: usize, desired: &str) {
+    if !mode.selected(name) {
+        return;
+    }
+    let body = prepare(ir, name, n, desired);
+    let mut variants = [
+        Variant::new("engine: review_conversion_bytes + to_vec", || {
+            engine(ir, black_box(&body)).len()
+        }),
+        Variant::new("baseline: from_slice::<Value> + to_vec", || {
+            baseline(black_box(&body)).len()
+        }),
+    ];
+    let stats = run_group(mode, &mut variants);
+    let work = Work {
+        objects: n,
+        bytes: body.len(),
+    };
+    report(name, work, &stats, 1, "× baseline");
+    if let [e, b] = stats.as_slice() {
+        summary(name, e, b);
+    }
+}
+
+fn summary(name: &str, engine: &Stats, baseline: &Stats) {
+    println!(
+        "\n{name}: engine/baseline = {:.2}× (median), {:.2}× (min)",
+        engine.median.as_secs_f64() / baseline.median.as_secs_f64(),
+        engine.min.as_secs_f64() / baseline.min.as_secs_f64(),
+    );
+}
+
+/// Where the engine's time goes on the 500-object v1 -> v2 review. Each
+/// stage is measured on its own; the ratio column is against the whole.
+fn breakdown(mode: &Mode, ir: &Ir) {
+    let name = "convert_review_500_breakdown";
+    if !mode.selected(name) {
+        return;
+    }
+    let n = 500;
+    let body = conversion_review(n, V2);
+    let parsed: Value = serde_json::from_slice(&body).expect("valid JSON");
+    let objects: Vec<Value> = parsed["request"]["objects"]
+        .as_array()
+        .expect("the review has objects")
+        .clone();
+    let response = review_conversion(ir, &parsed).expect("the review is well-formed");
+    check_response(&response, n, V2).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut variants = [
+        Variant::new("whole: review_conversion_bytes + to_vec", || {
+            engine(ir, black_box(&body)).len()
+        }),
+        Variant::new("parse: from_slice::<Value>", || {
+            let v: Value = serde_json::from_slice(black_box(&body)).expect("valid JSON");
+            v.as_object().map_or(0, |o| o.len())
+        }),
+        Variant::new(
+            "review_conversion(&Value) (typed review + convert + to_value)",
+            || {
+                let r = review_conversion(ir, black_box(&parsed)).expect("well-formed");
+                r.as_object().map_or(0, |o| o.len())
+            },
+        ),
+        Variant::new("convert() × 500 on parsed objects", || {
+            let mut k = 0;
+            for o in black_box(&objects) {
+                let out = convert(ir, o, V2).expect("converts");
+                k += out.as_object().map_or(0, |m| m.len());
+            }
+            k
+        }),
+        Variant::new("clone the parsed request Value", || {
+            let v = black_box(&parsed).clone();
+            v.as_object().map_or(0, |o| o.len())
+        }),
+        Variant::new("serialize: to_vec(response Value)", || {
+            serde_json::to_vec(black_box(&response))
+                .expect("serializes")
+                .len()
+        }),
+    ];
+    let stats = run_group(mode, &mut variants);
+    let work = Work {
+        objects: n,
+        bytes: body.len(),
+    };
+    report(name, work, &stats, 0, "share of whole");
+}
+
+fn main() {
+    let mode = Mode::from_args();
+    if !mode.measure {
+        println!("katalog-benches: no --bench argument, running each case once (smoke test)");
+    }
+    let ir = crontab_ir();
+    compare(&mode, &ir, "convert_review_500", 500, V2);
+    breakdown(&mode, &ir);
+    compare(&mode, &ir, "convert_review_1", 1, V2);
+    compare(&mode, &ir, "convert_review_500_stash", 500, V1BETA1);
+}

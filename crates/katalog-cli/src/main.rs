@@ -1,0 +1,275 @@
+//! `katalog`: check, convert and review offline with the same IR the server runs.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use katalog_lang::{Diagnostics, ErrorKind, Ir};
+use serde_json::Value;
+
+mod files;
+mod test_cmd;
+
+#[derive(Parser)]
+#[command(
+    name = "katalog",
+    version,
+    about = "Declarative Kubernetes webhooks: conversion and admission from one YAML Katalog"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load and compile Katalogs; report every error. Exit 0 valid, 1 invalid, 2 usage.
+    Check {
+        /// Katalog files or directories.
+        #[arg(required = true)]
+        katalogs: Vec<PathBuf>,
+    },
+    /// Convert objects (any served version) to another version and print them.
+    Convert {
+        #[arg(long, env = "KATALOG_KATALOG")]
+        katalog: PathBuf,
+        /// Target version (`v2`) or apiVersion (`stable.example.com/v2`).
+        #[arg(long)]
+        to: String,
+        #[arg(short, long, value_enum, default_value = "yaml")]
+        output: Format,
+        /// A YAML or JSON file holding one or more objects; `-` reads standard input.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+    /// Answer a raw ConversionReview (JSON) exactly as the server would.
+    Review {
+        #[arg(long, env = "KATALOG_KATALOG")]
+        katalog: PathBuf,
+        /// The review file; `-` reads standard input.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+    /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any failure, 2 usage or load error.
+    Test {
+        /// Suite files, or directories searched for `*.test.yaml`.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: test_cmd::Report,
+        /// Show only failing cases.
+        #[arg(long)]
+        fail_only: bool,
+        /// Run only cases whose name matches this regex.
+        #[arg(long = "case")]
+        case: Option<String>,
+    },
+    /// Print intermediate stages.
+    Debug {
+        #[command(subcommand)]
+        what: DebugCommand,
+    },
+    /// Print the JSON Schema of the Katalog document.
+    Schema,
+}
+
+#[derive(Subcommand)]
+enum DebugCommand {
+    /// Print the compiled rule IR.
+    Ir {
+        #[arg(long, env = "KATALOG_KATALOG")]
+        katalog: PathBuf,
+    },
+}
+
+/// An error that ends the command: its message and exit code.
+struct Exit(String, u8);
+
+impl From<Diagnostics> for Exit {
+    fn from(d: Diagnostics) -> Self {
+        let io = d.iter().any(|x| x.kind == ErrorKind::Io);
+        Exit(d.render(), if io { 2 } else { 1 })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Exit(message, code)) => {
+            eprint!("{message}");
+            if !message.is_empty() && !message.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Exit> {
+    match cli.command {
+        Command::Check { katalogs } => {
+            let mut worst = 0u8;
+            for path in &katalogs {
+                match load_ir(path) {
+                    Ok(ir) => {
+                        let rules: usize = ir
+                            .resources
+                            .iter()
+                            .flat_map(|r| &r.versions)
+                            .map(|v| v.rules.len())
+                            .sum();
+                        println!(
+                            "{}: ok ({} resource{}, {} rule{})",
+                            path.display(),
+                            ir.resources.len(),
+                            plural(ir.resources.len()),
+                            rules,
+                            plural(rules)
+                        );
+                    }
+                    Err(Exit(message, code)) => {
+                        eprint!("{message}");
+                        worst = worst.max(code);
+                    }
+                }
+            }
+            match worst {
+                0 => Ok(()),
+                code => Err(Exit(String::new(), code)),
+            }
+        }
+        Command::Convert {
+            katalog,
+            to,
+            output,
+            file,
+        } => {
+            let ir = load_ir(&katalog)?;
+            let objects = read_objects(&file)?;
+            let mut out = Vec::new();
+            for (i, object) in objects.iter().enumerate() {
+                let desired = desired_api_version(&ir, object, &to)
+                    .map_err(|m| Exit(format!("error: object {i}: {m}"), 1))?;
+                let converted = katalog_lang::convert::convert(&ir, object, &desired)
+                    .map_err(|e| Exit(format!("error: failed to convert object {i}: {e}"), 1))?;
+                out.push(converted);
+            }
+            print_values(&out, output);
+            Ok(())
+        }
+        Command::Review { katalog, file } => {
+            let ir = load_ir(&katalog)?;
+            let body = read_input(&file)?;
+            let response = katalog_lang::review::review_conversion_bytes(&ir, &body)
+                .map_err(|e| Exit(format!("error: {e}"), 1))?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&response).unwrap_or_default()
+            );
+            Ok(())
+        }
+        Command::Test {
+            paths,
+            output,
+            fail_only,
+            case,
+        } => test_cmd::run(&paths, output, fail_only, case.as_deref()),
+        Command::Debug {
+            what: DebugCommand::Ir { katalog },
+        } => {
+            let ir = load_ir(&katalog)?;
+            print!("{ir}");
+            Ok(())
+        }
+        Command::Schema => {
+            let schema = katalog_lang::document::json_schema();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+fn load_ir(path: &Path) -> Result<Ir, Exit> {
+    let sources = files::read_katalog(path)?;
+    Ok(katalog_lang::compile_sources(&sources)?)
+}
+
+fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Exit(format!("error: failed to read standard input: {e}"), 2))?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).map_err(|e| Exit(format!("error: failed to read {file}: {e}"), 2))
+    }
+}
+
+/// Objects from YAML (one or more documents) or JSON.
+fn read_objects(file: &str) -> Result<Vec<Value>, Exit> {
+    let bytes = read_input(file)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Exit(format!("error: {file} is not UTF-8 text"), 1))?;
+    let name = if file == "-" { "<stdin>" } else { file };
+    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+        return Ok(match v {
+            Value::Array(items) => items,
+            other => vec![other],
+        });
+    }
+    let nodes: Vec<katalog_lang::source::Node> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| Exit(format!("error: failed to parse {name}: {e}"), 1))?;
+    Ok(nodes
+        .iter()
+        .map(|n| n.to_value())
+        .filter(|v| !v.is_null())
+        .collect())
+}
+
+/// `--to v2` means the object's group at v2; a full apiVersion is taken as is.
+fn desired_api_version(ir: &Ir, object: &Value, to: &str) -> Result<String, String> {
+    if to.contains('/') {
+        return Ok(to.to_string());
+    }
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or("the object has no apiVersion")?;
+    let (group, _) = katalog_lang::convert::split_api_version(api_version);
+    let _ = ir;
+    Ok(format!("{group}/{to}"))
+}
+
+fn print_values(values: &[Value], format: Format) {
+    match format {
+        Format::Json => {
+            for v in values {
+                println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+            }
+        }
+        Format::Yaml => {
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    println!("---");
+                }
+                print!("{}", serde_saphyr::to_string(v).unwrap_or_default());
+            }
+        }
+    }
+}

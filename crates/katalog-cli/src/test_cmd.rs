@@ -1,0 +1,185 @@
+//! `katalog test`: run test-suite files and report per case.
+
+use std::path::{Path, PathBuf};
+
+use katalog_lang::Source;
+use katalog_lang::suite::{CaseResult, run_case};
+use serde::Serialize;
+
+use crate::{Exit, files};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Report {
+    Table,
+    Json,
+    Junit,
+}
+
+#[derive(Serialize)]
+struct SuiteResult {
+    file: String,
+    suite: String,
+    cases: Vec<CaseResult>,
+}
+
+/// Suite files named directly, or `*.test.yaml` / `*.test.yml` found under directories.
+fn suite_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Exit> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            collect(p, &mut out)
+                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?;
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(Exit(format!("error: {} does not exist", p.display()), 2));
+        }
+    }
+    Ok(out)
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            collect(&p, out)?;
+        } else if name.ends_with(".test.yaml") || name.ends_with(".test.yml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+pub fn run(
+    paths: &[PathBuf],
+    output: Report,
+    fail_only: bool,
+    select: Option<&str>,
+) -> Result<(), Exit> {
+    let select = select
+        .map(regex::Regex::new)
+        .transpose()
+        .map_err(|e| Exit(format!("error: --case is not a valid regex: {e}"), 2))?;
+    let mut results = Vec::new();
+    for file in suite_files(paths)? {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| Exit(format!("error: failed to read {}: {e}", file.display()), 2))?;
+        let source = Source::new(file.display().to_string(), text);
+        let suites = katalog_lang::load::load_suites(&source).map_err(|d| Exit(d.render(), 2))?;
+        let base = file.parent().unwrap_or(Path::new("."));
+        for suite in suites {
+            let katalog_path = base.join(&suite.spec.katalog);
+            let sources = files::read_katalog(&katalog_path).map_err(|d| Exit(d.render(), 2))?;
+            let ir = katalog_lang::compile_sources(&sources).map_err(|d| Exit(d.render(), 2))?;
+            let cases = suite
+                .spec
+                .cases
+                .iter()
+                .filter(|c| select.as_ref().is_none_or(|re| re.is_match(&c.name)))
+                .map(|c| run_case(&ir, c))
+                .collect();
+            results.push(SuiteResult {
+                file: file.display().to_string(),
+                suite: suite.metadata.name.clone(),
+                cases,
+            });
+        }
+    }
+    let total: usize = results.iter().map(|s| s.cases.len()).sum();
+    let failed: usize = results
+        .iter()
+        .flat_map(|s| &s.cases)
+        .filter(|c| !c.passed)
+        .count();
+    match output {
+        Report::Table => print_table(&results, fail_only, total, failed),
+        Report::Json => {
+            let shown: Vec<SuiteResult> = results
+                .into_iter()
+                .map(|s| SuiteResult {
+                    cases: s
+                        .cases
+                        .into_iter()
+                        .filter(|c| !fail_only || !c.passed)
+                        .collect(),
+                    ..s
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "suites": shown, "passed": total - failed, "failed": failed
+                }))
+                .unwrap_or_default()
+            );
+        }
+        Report::Junit => print_junit(&results, fail_only),
+    }
+    if failed > 0 {
+        return Err(Exit(String::new(), 1));
+    }
+    if total == 0 {
+        return Err(Exit("error: no test case ran".into(), 2));
+    }
+    Ok(())
+}
+
+fn print_table(results: &[SuiteResult], fail_only: bool, total: usize, failed: usize) {
+    for s in results {
+        for c in &s.cases {
+            if fail_only && c.passed {
+                continue;
+            }
+            let mark = if c.passed { "PASS" } else { "FAIL" };
+            println!("{mark}  {} / {} / {}", s.file, s.suite, c.name);
+            for f in &c.failures {
+                println!("      {f}");
+            }
+        }
+    }
+    println!("{} passed, {} failed", total - failed, failed);
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn print_junit(results: &[SuiteResult], fail_only: bool) {
+    println!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    println!("<testsuites>");
+    for s in results {
+        let failed = s.cases.iter().filter(|c| !c.passed).count();
+        println!(
+            "  <testsuite name=\"{}\" file=\"{}\" tests=\"{}\" failures=\"{failed}\">",
+            xml_escape(&s.suite),
+            xml_escape(&s.file),
+            s.cases.len()
+        );
+        for c in &s.cases {
+            if fail_only && c.passed {
+                continue;
+            }
+            if c.passed {
+                println!("    <testcase name=\"{}\"/>", xml_escape(&c.name));
+            } else {
+                println!("    <testcase name=\"{}\">", xml_escape(&c.name));
+                println!(
+                    "      <failure message=\"{}\"/>",
+                    xml_escape(&c.failures.join("; "))
+                );
+                println!("    </testcase>");
+            }
+        }
+        println!("  </testsuite>");
+    }
+    println!("</testsuites>");
+}

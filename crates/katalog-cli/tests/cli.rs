@@ -1,0 +1,255 @@
+//! Golden tests of the `katalog` binary: each case runs the built binary in
+//! the repository root and compares exit code, stdout and stderr with the
+//! files in `tests/golden/`. `BLESS=1` rewrites them after a deliberate change.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Case {
+    name: &'static str,
+    args: &'static [&'static str],
+    stdin: Option<&'static str>,
+    code: i32,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "check-ok",
+        args: &["check", "katalogs/crontab.yaml", "katalogs/hostport.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "check-errors",
+        args: &[
+            "check",
+            "crates/katalog-lang/testdata/errors/many-mistakes.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "check-missing-file",
+        args: &["check", "no/such/katalog.yaml"],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "check-no-args",
+        args: &["check"],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "convert-yaml",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v1beta1",
+            "-",
+        ],
+        stdin: Some(CRONTAB_V1),
+        code: 0,
+    },
+    Case {
+        name: "convert-json",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "stable.example.com/v2",
+            "-o",
+            "json",
+            "-",
+        ],
+        stdin: Some(CRONTAB_V1),
+        code: 0,
+    },
+    Case {
+        name: "convert-multi-doc",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/hostport.yaml",
+            "--to",
+            "v2",
+            "-",
+        ],
+        stdin: Some(HOSTPORTS),
+        code: 0,
+    },
+    Case {
+        name: "convert-fails",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v9",
+            "-",
+        ],
+        stdin: Some(CRONTAB_V1),
+        code: 1,
+    },
+    Case {
+        name: "review-v1",
+        args: &[
+            "review",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "crates/katalog-lang/src/testdata/conversion-review-v1.json",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "review-malformed",
+        args: &["review", "--katalog", "katalogs/crontab.yaml", "-"],
+        stdin: Some("{\"kind\": "),
+        code: 1,
+    },
+    Case {
+        name: "debug-ir",
+        args: &["debug", "ir", "--katalog", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "test-table",
+        args: &["test", "katalogs/crontab.test.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "test-json-selected",
+        args: &[
+            "test",
+            "-o",
+            "json",
+            "--case",
+            "readiness",
+            "katalogs/crontab.test.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "test-junit",
+        args: &["test", "-o", "junit", "katalogs/crontab.test.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "test-failing",
+        args: &["test", "crates/katalog-cli/tests/golden/failing.test.yaml"],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "test-failing-only",
+        args: &[
+            "test",
+            "--fail-only",
+            "-o",
+            "junit",
+            "crates/katalog-cli/tests/golden/failing.test.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "test-bad-suite",
+        args: &[
+            "test",
+            "crates/katalog-cli/tests/golden/bad-suite.test.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
+];
+
+const CRONTAB_V1: &str = "apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: {name: nightly, namespace: default, labels: {app.kubernetes.io/name: backup}}
+spec: {schedule: '0 3 * * *', image: busybox, timeoutSeconds: 600, concurrencyPolicy: Forbid}
+status: {active: 1}
+";
+
+const HOSTPORTS: &str = "apiVersion: stable.example.com/v1
+kind: HostPort
+metadata: {name: a}
+hostPort: localhost:8080
+---
+apiVersion: stable.example.com/v1
+kind: HostPort
+metadata: {name: b}
+hostPort: example.com
+";
+
+fn run(case: &Case) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+        .args(case.args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("KATALOG_KATALOG")
+        .spawn()
+        .expect("the katalog binary runs");
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(input) = case.stdin {
+            stdin.write_all(input.as_bytes()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_output_matches_golden_files() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let bless = std::env::var_os("BLESS").is_some();
+    let mut failures = Vec::new();
+    for case in CASES {
+        let (code, stdout, stderr) = run(case);
+        if code != case.code {
+            failures.push(format!(
+                "{}: exit code {code}, expected {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                case.name, case.code
+            ));
+        }
+        for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+            let path = dir.join(format!("{}.{stream}", case.name));
+            if bless {
+                if text.is_empty() {
+                    let _ = std::fs::remove_file(&path);
+                } else {
+                    std::fs::write(&path, text).unwrap();
+                }
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_default();
+            if &expected != text {
+                failures.push(format!(
+                    "{}: {stream} differs from {}\n--- expected\n{expected}\n--- got\n{text}",
+                    case.name,
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

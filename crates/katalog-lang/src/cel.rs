@@ -1,0 +1,1503 @@
+//! A small wrapper around the [`cel`](kube_cel::cel) interpreter (cel 0.13, as
+//! re-exported by `kube-cel`) for the Katalog language.
+//!
+//! * Expressions are parsed once ([`CelProgram::compile`]) and evaluated many
+//!   times ([`CelProgram::eval`], [`CelProgram::eval_bool`]).
+//! * Every evaluation sees the standard CEL functions plus all Kubernetes CEL
+//!   extension libraries compiled into `kube-cel` (strings, lists, sets, regex,
+//!   urls, ip, semver, format, quantity, jsonpatch, named formats, math,
+//!   encoders), registered through [`KubeCelExt::register_all`].
+//! * `matches()` is overridden with a version that caches compiled regexes.
+//! * Variables and results cross the boundary as `serde_json::Value`s.
+//! * Evaluation never panics: known panicking constructs are rejected at
+//!   compile time, expression and value nesting is bounded (stack overflows
+//!   abort the process, they cannot be caught), and remaining panics inside
+//!   cel / kube-cel become [`CelError::Eval`] (see `run_guarded`).
+//!
+//! # Deviations from plain cel 0.13, towards the CEL spec / cel-go
+//!
+//! * Optional syntax (`x.?f`, `x[?k]`, `[?x]`, `{?'k': v}`) is enabled, as in
+//!   Kubernetes, and `x.?f` on a map without `f` yields `optional.none()`
+//!   (cel 0.13 errors). Selections after `.?` are optional too.
+//! * `==`, `!=` and `in` compare numbers across `int`, `uint` and `double`
+//!   (`1 == 1.0`), which cel 0.13 treats as unequal.
+//! * `dyn(x)` is accepted (identity). `type(x)` is not available.
+//!
+//! Known cel 0.13 quirks that remain: selecting a field of a non-map value
+//! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; `size()` of a
+//! string counts UTF-8 bytes, not code points; in release builds, `-x` on
+//! `int` minimum and kube-cel's `sum()` overflow silently wrap (debug builds
+//! panic, which surfaces as an evaluation error).
+//!
+//! # JSON <-> CEL conversion
+//!
+//! | JSON                          | CEL                                     |
+//! |-------------------------------|-----------------------------------------|
+//! | `null`                        | `null`                                  |
+//! | `true` / `false`              | `bool`                                  |
+//! | integer fitting `i64`         | `int`                                   |
+//! | integer above `i64::MAX`      | `uint`                                  |
+//! | any other number              | `double`                                |
+//! | string                        | `string`                                |
+//! | array                         | `list`                                  |
+//! | object                        | `map(string, dyn)`                      |
+//!
+//! Results convert back the same way; in addition `uint` becomes a JSON
+//! integer, `bytes` a standard base64 string, `timestamp` an RFC 3339 string
+//! in UTC (`2024-01-02T03:04:05Z`, fractional seconds only when non-zero),
+//! `duration` a Go-style duration string (`1h2m3.5s`, `150ms`), and
+//! `optional` values their inner value (or `null` when empty). Non-finite
+//! doubles, maps with non-string keys and opaque extension values (quantity,
+//! semver, ip, cidr, url, ...) are evaluation errors. CEL maps are unordered,
+//! so object keys of a result come back sorted lexicographically rather than
+//! in their input order.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+
+use kube_cel::KubeCelExt;
+use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
+use kube_cel::cel::extractors::This;
+use kube_cel::cel::objects::{Key, KeyRef, Map, OptionalValue};
+use kube_cel::cel::parser::Parser;
+use kube_cel::cel::{Context, ExecutionError, FunctionContext, IdedExpr, Value};
+use regex::Regex;
+use serde_json::Value as Json;
+
+/// Maximum nesting depth of JSON values converted into or out of CEL.
+///
+/// Both the conversion here and cel's internal value representation recurse
+/// over nested values; bounding the depth keeps a pathological input from
+/// overflowing the stack (which would abort the process). serde_json refuses
+/// to parse documents nested deeper than 128 levels, so real inputs never get
+/// close.
+const MAX_VALUE_DEPTH: usize = 256;
+
+/// Maximum size of a CEL expression source, in bytes (cel-go's default
+/// expression size limit is 100k code points).
+const MAX_SOURCE_LEN: usize = 100_000;
+
+/// Maximum nesting of sub-expressions (parentheses, list and map literals,
+/// call arguments) accepted by the parser. cel's own default is 96.
+const MAX_PARSE_DEPTH: u16 = 32;
+
+/// Maximum depth of the parsed expression tree.
+///
+/// cel's interpreter recurses once per tree level, and in unoptimised builds
+/// each level costs roughly 35 KiB of stack, so a 2 MiB thread (the default
+/// for spawned threads, test threads and async runtime workers) overflows at
+/// around 55 levels. The parser limit above does not cover long operator
+/// chains such as `a + a + ... + a`, which cel parses iteratively into a
+/// left-nested tree, so the tree depth is checked separately. `&&` and `||`
+/// chains are built balanced and stay shallow. Real rules are far below this
+/// (a doubly nested `all()` over container ports with a few conditions is
+/// about 10 levels).
+const MAX_AST_DEPTH: usize = 32;
+
+/// Stack size of the short-lived thread that parses expressions: the
+/// generated ANTLR parser is very stack hungry in unoptimised builds (over
+/// 100 KiB per nesting level).
+const PARSER_STACK_SIZE: usize = 32 * 1024 * 1024;
+
+/// Number of compiled regexes kept by the `matches()` cache.
+const REGEX_CACHE_CAPACITY: usize = 256;
+
+/// Patterns longer than this are compiled on every call instead of being
+/// cached, so the cache's memory use stays bounded.
+const REGEX_CACHE_MAX_PATTERN_LEN: usize = 4096;
+
+/// Errors from compiling or evaluating a CEL expression.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CelError {
+    /// The expression could not be parsed (or uses unsupported syntax).
+    #[error("failed to compile CEL expression `{expr}`: {message}")]
+    Compile {
+        /// The expression source.
+        expr: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The expression failed while being evaluated, or its result could not
+    /// be converted to JSON.
+    #[error("failed to evaluate CEL expression `{expr}`: {message}")]
+    Eval {
+        /// The expression source.
+        expr: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A compiled CEL expression.
+///
+/// Compile once (at Katalog compile time), evaluate many times. Cheap to
+/// clone (the parsed program is shared behind an [`Arc`]) and safe to share
+/// between threads.
+#[derive(Clone)]
+pub struct CelProgram {
+    inner: Arc<Compiled>,
+}
+
+struct Compiled {
+    source: String,
+    ast: IdedExpr,
+}
+
+impl fmt::Debug for CelProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("CelProgram")
+            .field(&self.inner.source)
+            .finish()
+    }
+}
+
+impl CelProgram {
+    /// Parses `expr`, with CEL's optional syntax (`self.?field`, `[?x]`,
+    /// `{?'k': v}`) enabled as in Kubernetes.
+    ///
+    /// Besides syntax errors this rejects expressions that cel 0.13 would
+    /// accept but cannot evaluate (protobuf message construction such as
+    /// `Foo{a: 1}`), expressions longer than 100 000 bytes, more than 32
+    /// levels of nested sub-expressions and expression trees deeper than 32
+    /// levels (see `MAX_AST_DEPTH` for why).
+    pub fn compile(expr: &str) -> Result<CelProgram, CelError> {
+        let compile_error = |message: String| CelError::Compile {
+            expr: expr.to_owned(),
+            message,
+        };
+        if expr.len() > MAX_SOURCE_LEN {
+            return Err(compile_error(format!(
+                "expression is {} bytes long; the limit is {MAX_SOURCE_LEN}",
+                expr.len()
+            )));
+        }
+        // Parse on a dedicated thread with a large stack: the parser's stack
+        // use grows with nesting (see `PARSER_STACK_SIZE`) and compiling is
+        // rare, so a thread per compile is cheap insurance against aborting
+        // the process on a deeply nested expression. Joining the thread also
+        // turns a parser panic into an error.
+        let ast = std::thread::scope(|scope| {
+            let parser = std::thread::Builder::new()
+                .name("katalog-cel-parser".to_owned())
+                .stack_size(PARSER_STACK_SIZE)
+                .spawn_scoped(scope, || parse_and_check(expr))
+                .map_err(|err| format!("could not start the CEL parser thread: {err}"))?;
+            parser
+                .join()
+                .map_err(|payload| panic_message(payload.as_ref()))?
+        })
+        .map_err(compile_error)?;
+        Ok(CelProgram {
+            inner: Arc::new(Compiled {
+                source: expr.to_owned(),
+                ast,
+            }),
+        })
+    }
+
+    /// The expression source this program was compiled from.
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+
+    /// Evaluates with the given variables bound (JSON values converted to CEL
+    /// values) and returns the result converted back to JSON (see the module
+    /// docs for the conversion rules).
+    ///
+    /// Referencing a variable that is not in `vars` is an evaluation error
+    /// naming the variable. When a name appears more than once in `vars`, the
+    /// last binding wins.
+    pub fn eval(&self, vars: &[(&str, &Json)]) -> Result<Json, CelError> {
+        let value = self.execute(vars)?;
+        cel_to_json(&value, 0).map_err(|message| self.eval_error(message))
+    }
+
+    /// Evaluates like [`eval`](Self::eval) and requires a `bool` result; any
+    /// other result type is an error naming the type that was produced.
+    pub fn eval_bool(&self, vars: &[(&str, &Json)]) -> Result<bool, CelError> {
+        match self.execute(vars)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(self.eval_error(format!(
+                "expected a bool result, got {}",
+                cel_type_name(&other)
+            ))),
+        }
+    }
+
+    fn execute(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
+        let mut ctx = base_context().new_inner_scope();
+        for (name, value) in vars {
+            let value = json_to_cel(value, 0)
+                .map_err(|message| self.eval_error(format!("variable `{name}`: {message}")))?;
+            ctx.add_variable_from_value(*name, value);
+        }
+        match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(self.eval_error(error.to_string())),
+            Err(panic) => Err(self.eval_error(panic)),
+        }
+    }
+
+    fn eval_error(&self, message: String) -> CelError {
+        CelError::Eval {
+            expr: self.inner.source.clone(),
+            message,
+        }
+    }
+}
+
+/// Runs `f`, turning a panic into an error message.
+///
+/// Why `catch_unwind` is needed here: cel 0.13's interpreter still contains
+/// panicking paths reachable from expression text and runtime values (for
+/// instance `todo!()` in its variadic-argument extractor and `expect()` in its
+/// internal value and map-key conversions), and the Kubernetes extension
+/// functions from `kube-cel` are third-party code evaluated on untrusted
+/// admission payloads. A panic inside a webhook request must become a failed
+/// evaluation, not a crashed worker. Known panics are rejected up front
+/// (`prepare`, depth limits); this is the safety net for the rest.
+///
+/// Unwind safety: every evaluation builds its own child `Context` and the
+/// closure only borrows immutable data (the parsed expression, the shared
+/// base context), so nothing observable is left half-updated by a panic. The
+/// only shared mutable state, the regex cache, is a `Mutex` whose poisoning
+/// is ignored on purpose (it only ever holds fully built entries).
+///
+/// Two limits: this cannot help if the binary is built with
+/// `panic = "abort"`, and the process-wide panic hook still runs (by default
+/// it prints the panic message to stderr); the hook is deliberately left
+/// alone because it is global state owned by the application.
+fn run_guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| panic_message(payload.as_ref()))
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let detail = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_owned());
+    format!("internal error in the CEL interpreter: {detail}")
+}
+
+fn parse_and_check(expr: &str) -> Result<IdedExpr, String> {
+    let mut ast = Parser::new()
+        .enable_optional_syntax(true)
+        .max_recursion_depth(MAX_PARSE_DEPTH)
+        .parse(expr)
+        .map_err(|errors| errors.to_string())?;
+    // On rejection the (possibly very deep) tree is dropped here, still on
+    // the parser thread's large stack.
+    prepare(&mut ast, 0)?;
+    Ok(ast)
+}
+
+/// Name under which `heterogeneous_eq` is registered; `_==_` calls are
+/// rewritten to it. Starts with `@` so expressions cannot spell it.
+const EQ_FUNCTION: &str = "@katalog_eq";
+/// Name under which `heterogeneous_ne` is registered (replaces `_!=_`).
+const NE_FUNCTION: &str = "@katalog_ne";
+/// Name under which `heterogeneous_in` is registered (replaces `@in`).
+const IN_FUNCTION: &str = "@katalog_in";
+
+/// Checks a parsed expression and rewrites the few constructs cel 0.13
+/// evaluates incorrectly, in place.
+///
+/// Rejected (cel 0.13 would panic evaluating them): `Expr::Struct` (hits a
+/// `todo!()`), `Expr::Unspecified` and struct-field entries in map literals
+/// (hit `panic!()`); trees deeper than `MAX_AST_DEPTH`.
+///
+/// Rewritten:
+/// * `a == b`, `a != b`, `a in b`: cel 0.13 compares values of different
+///   numeric types as unequal (`1 == 1.0`, `1 == 1u` and `1.0 in [1]` are all
+///   false), unlike the CEL spec and cel-go/Kubernetes. They become calls to
+///   functions implementing the spec's heterogeneous numeric equality.
+/// * `x.?f`: cel 0.13 fails with "No such key" when `x` is a map without `f`
+///   instead of producing `optional.none()`. It becomes the equivalent
+///   optional index `x[?'f']`, which cel evaluates correctly.
+/// * `x.?f.g`, `x.?f[k]`: as in cel-go, selections and indexes that follow an
+///   optional selection are optional too (none if anything along the chain
+///   is absent). cel 0.13 instead evaluates a plain selection on an optional
+///   value to `false`. They become `x[?'f'][?'g']` and `x[?'f'][?k]`.
+///
+/// Returns whether `expr` is such an optional chain (produces an optional).
+fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, String> {
+    if depth > MAX_AST_DEPTH {
+        return Err(format!(
+            "expression is nested too deeply (more than {MAX_AST_DEPTH} levels)"
+        ));
+    }
+    let depth = depth + 1;
+    match &mut expr.expr {
+        Expr::Unspecified => Err("expression contains an unspecified node".to_owned()),
+        Expr::Struct(s) => Err(format!(
+            "message construction `{}{{...}}` is not supported",
+            s.type_name
+        )),
+        Expr::Literal(_) | Expr::Ident(_) => Ok(false),
+        Expr::Select(select) => {
+            let optional_operand = prepare(&mut select.operand, depth)?;
+            if !optional_operand || select.test {
+                return Ok(false);
+            }
+            let operand = std::mem::take(&mut *select.operand);
+            let field = IdedExpr {
+                id: expr.id,
+                expr: Expr::Literal(LiteralValue::String(
+                    std::mem::take(&mut select.field).into(),
+                )),
+            };
+            expr.expr = Expr::Call(CallExpr {
+                func_name: operators::OPT_INDEX.to_owned(),
+                target: None,
+                args: vec![operand, field],
+            });
+            Ok(true)
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &mut call.target {
+                prepare(target, depth)?;
+            }
+            let mut optional_first_arg = false;
+            for (i, arg) in call.args.iter_mut().enumerate() {
+                let optional = prepare(arg, depth)?;
+                optional_first_arg |= i == 0 && optional;
+            }
+            if call.target.is_none() && call.args.len() == 2 {
+                let replacement = match call.func_name.as_str() {
+                    operators::EQUALS => Some(EQ_FUNCTION),
+                    operators::NOT_EQUALS => Some(NE_FUNCTION),
+                    operators::IN => Some(IN_FUNCTION),
+                    operators::OPT_SELECT => Some(operators::OPT_INDEX),
+                    operators::INDEX if optional_first_arg => Some(operators::OPT_INDEX),
+                    _ => None,
+                };
+                if let Some(name) = replacement {
+                    name.clone_into(&mut call.func_name);
+                }
+            }
+            Ok(call.func_name == operators::OPT_INDEX)
+        }
+        Expr::List(list) => {
+            for element in &mut list.elements {
+                prepare(element, depth)?;
+            }
+            Ok(false)
+        }
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                match &mut entry.expr {
+                    EntryExpr::MapEntry(e) => {
+                        prepare(&mut e.key, depth)?;
+                        prepare(&mut e.value, depth)?;
+                    }
+                    EntryExpr::StructField(f) => {
+                        return Err(format!(
+                            "struct field `{}` is not allowed in a map literal",
+                            f.field
+                        ));
+                    }
+                }
+            }
+            Ok(false)
+        }
+        Expr::Comprehension(c) => {
+            let c = &mut **c;
+            for e in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                prepare(e, depth)?;
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// `_==_` with the CEL spec's semantics: values of different types are
+/// unequal, except numbers, which compare by numeric value (`1 == 1u`,
+/// `1 == 1.0`), also inside lists and maps. This is `cel::Value`'s
+/// `PartialEq`, which cel 0.13's interpreter does not use for `==`.
+fn heterogeneous_eq(a: Value, b: Value) -> bool {
+    a == b
+}
+
+/// `_!=_`, the negation of [`heterogeneous_eq`].
+fn heterogeneous_ne(a: Value, b: Value) -> bool {
+    a != b
+}
+
+/// `dyn(x)`: only meaningful to a type checker, which cel 0.13 does not have;
+/// registered so Kubernetes rules that use it still evaluate.
+fn dyn_identity(value: Value) -> Result<Value, ExecutionError> {
+    Ok(value)
+}
+
+/// `@in`: list membership by [`heterogeneous_eq`]; map key presence, where
+/// a double key matches an equal int/uint key (`1.0 in {1: 'a'}`).
+fn heterogeneous_in(element: Value, container: Value) -> Result<bool, ExecutionError> {
+    match container {
+        Value::List(items) => Ok(items.contains(&element)),
+        Value::Map(map) => {
+            let key = match element {
+                Value::String(s) => return Ok(map.get(&KeyRef::String(s.as_str())).is_some()),
+                Value::Int(i) => KeyRef::Int(i),
+                Value::UInt(u) => KeyRef::Uint(u),
+                Value::Bool(b) => KeyRef::Bool(b),
+                Value::Float(f) => {
+                    // A double matches only if it is integral and in range.
+                    if f.fract() != 0.0 || !f.is_finite() {
+                        return Ok(false);
+                    }
+                    if f >= -(2f64.powi(63)) && f < 2f64.powi(63) {
+                        KeyRef::Int(f as i64)
+                    } else if f >= 0.0 && f < 2f64.powi(64) {
+                        KeyRef::Uint(f as u64)
+                    } else {
+                        return Ok(false);
+                    }
+                }
+                other => return Err(ExecutionError::UnsupportedKeyType(other)),
+            };
+            Ok(map.get(&key).is_some())
+        }
+        _ => Err(ExecutionError::NoSuchOverload),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Function registry
+// ---------------------------------------------------------------------------
+
+/// The root context holding every function, shared by all evaluations.
+/// Each evaluation binds its variables in a cheap child scope of it, so the
+/// few hundred function registrations happen once per process.
+fn base_context() -> &'static Context<'static> {
+    static BASE: LazyLock<Context<'static>> = LazyLock::new(|| {
+        let mut ctx = Context::default();
+        ctx.register_all();
+        // Registered last so it replaces cel's built-in `matches`, which
+        // compiles the pattern on every call. cel resolves functions by name
+        // only, so a later registration overrides an earlier one.
+        ctx.add_function("matches", cached_matches);
+        ctx.add_function(EQ_FUNCTION, heterogeneous_eq);
+        ctx.add_function(NE_FUNCTION, heterogeneous_ne);
+        ctx.add_function(IN_FUNCTION, heterogeneous_in);
+        ctx.add_function("dyn", dyn_identity);
+        ctx
+    });
+    &BASE
+}
+
+/// `<string>.matches(<string>) -> bool` and `matches(<string>, <string>)`:
+/// RE2-style unanchored search, as cel's built-in, with a regex cache.
+fn cached_matches(
+    ftx: &FunctionContext,
+    This(this): This<Arc<String>>,
+    pattern: Arc<String>,
+) -> Result<bool, ExecutionError> {
+    match REGEX_CACHE.get_or_compile(&pattern) {
+        Ok(re) => Ok(re.is_match(&this)),
+        Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
+    }
+}
+
+static REGEX_CACHE: LazyLock<RegexCache> =
+    LazyLock::new(|| RegexCache::new(REGEX_CACHE_CAPACITY, REGEX_CACHE_MAX_PATTERN_LEN));
+
+/// A small, bounded, thread-safe cache of compiled regexes keyed by pattern.
+struct RegexCache {
+    capacity: usize,
+    max_pattern_len: usize,
+    entries: Mutex<HashMap<String, Regex>>,
+}
+
+impl RegexCache {
+    fn new(capacity: usize, max_pattern_len: usize) -> Self {
+        RegexCache {
+            capacity,
+            max_pattern_len,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Regex>> {
+        // The map only ever holds complete entries, so a panic elsewhere
+        // while the lock was held cannot leave it inconsistent.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn get_or_compile(&self, pattern: &str) -> Result<Regex, regex::Error> {
+        if let Some(re) = self.lock().get(pattern) {
+            // `Regex` clones share the compiled program.
+            return Ok(re.clone());
+        }
+        // Compile outside the lock so a slow pattern does not block others.
+        let re = Regex::new(pattern)?;
+        if pattern.len() <= self.max_pattern_len && self.capacity > 0 {
+            let mut entries = self.lock();
+            if entries.len() >= self.capacity && !entries.contains_key(pattern) {
+                // Evict an arbitrary entry: cheap, and good enough for the
+                // expected workload (a handful of literal patterns).
+                if let Some(victim) = entries.keys().next().cloned() {
+                    entries.remove(&victim);
+                }
+            }
+            entries.insert(pattern.to_owned(), re.clone());
+        }
+        Ok(re)
+    }
+
+    #[cfg(test)]
+    fn contains(&self, pattern: &str) -> bool {
+        self.lock().contains_key(pattern)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JSON -> CEL
+// ---------------------------------------------------------------------------
+
+fn json_to_cel(value: &Json, depth: usize) -> Result<Value, String> {
+    if depth > MAX_VALUE_DEPTH {
+        return Err(format!(
+            "value is nested too deeply (more than {MAX_VALUE_DEPTH} levels)"
+        ));
+    }
+    Ok(match value {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::UInt(u)
+            } else if let Some(f) = n.as_f64() {
+                Value::Float(f)
+            } else {
+                return Err(format!("number {n} cannot be represented in CEL"));
+            }
+        }
+        Json::String(s) => Value::String(Arc::new(s.clone())),
+        Json::Array(items) => Value::List(Arc::new(
+            items
+                .iter()
+                .map(|item| json_to_cel(item, depth + 1))
+                .collect::<Result<Vec<_>, _>>()?,
+        )),
+        Json::Object(fields) => {
+            let map = fields
+                .iter()
+                .map(|(k, v)| Ok((Key::String(Arc::new(k.clone())), json_to_cel(v, depth + 1)?)))
+                .collect::<Result<HashMap<_, _>, String>>()?;
+            Value::Map(Map { map: Arc::new(map) })
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// CEL -> JSON
+// ---------------------------------------------------------------------------
+
+fn cel_to_json(value: &Value, depth: usize) -> Result<Json, String> {
+    if depth > MAX_VALUE_DEPTH {
+        return Err(format!(
+            "result is nested too deeply (more than {MAX_VALUE_DEPTH} levels)"
+        ));
+    }
+    Ok(match value {
+        Value::Null => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Int(i) => Json::from(*i),
+        Value::UInt(u) => Json::from(*u),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Json::Number)
+            .ok_or_else(|| format!("result contains the non-finite double {f}"))?,
+        Value::String(s) => Json::String(s.as_str().to_owned()),
+        Value::Bytes(b) => Json::String(base64_encode(b)),
+        Value::Timestamp(ts) => {
+            Json::String(ts.naive_utc().format("%Y-%m-%dT%H:%M:%S%.fZ").to_string())
+        }
+        Value::Duration(d) => Json::String(format_go_duration(
+            i128::from(d.num_seconds()) * 1_000_000_000 + i128::from(d.subsec_nanos()),
+        )),
+        Value::List(items) => Json::Array(
+            items
+                .iter()
+                .map(|item| cel_to_json(item, depth + 1))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Value::Map(map) => {
+            let mut fields = map
+                .map
+                .iter()
+                .map(|(k, v)| match k {
+                    Key::String(s) => Ok((s.as_str(), v)),
+                    other => Err(format!(
+                        "result map has a non-string key {other} ({}); JSON object keys must be strings",
+                        key_type_name(other)
+                    )),
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            // CEL maps are unordered: sort for a deterministic result.
+            fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut object = serde_json::Map::with_capacity(fields.len());
+            for (k, v) in fields {
+                object.insert(k.to_owned(), cel_to_json(v, depth + 1)?);
+            }
+            Json::Object(object)
+        }
+        Value::Opaque(opaque) => match opaque.downcast_ref::<OptionalValue>() {
+            Some(optional) => match optional.value() {
+                Some(inner) => cel_to_json(inner, depth + 1)?,
+                None => Json::Null,
+            },
+            None => {
+                return Err(format!(
+                    "a value of type {} cannot be converted to JSON",
+                    opaque.runtime_type_name()
+                ));
+            }
+        },
+        Value::Function(name, _) => {
+            return Err(format!("the function `{name}` cannot be converted to JSON"));
+        }
+    })
+}
+
+/// The CEL name of a value's type, for error messages.
+fn cel_type_name(value: &Value) -> String {
+    match value {
+        Value::Null => "null_type".to_owned(),
+        Value::Bool(_) => "bool".to_owned(),
+        Value::Int(_) => "int".to_owned(),
+        Value::UInt(_) => "uint".to_owned(),
+        Value::Float(_) => "double".to_owned(),
+        Value::String(_) => "string".to_owned(),
+        Value::Bytes(_) => "bytes".to_owned(),
+        Value::List(_) => "list".to_owned(),
+        Value::Map(_) => "map".to_owned(),
+        Value::Timestamp(_) => "google.protobuf.Timestamp".to_owned(),
+        Value::Duration(_) => "google.protobuf.Duration".to_owned(),
+        Value::Opaque(o) => o.runtime_type_name().to_owned(),
+        Value::Function(..) => "function".to_owned(),
+    }
+}
+
+fn key_type_name(key: &Key) -> &'static str {
+    match key {
+        Key::Int(_) => "int",
+        Key::Uint(_) => "uint",
+        Key::Bool(_) => "bool",
+        Key::String(_) => "string",
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 section 4).
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 0x3f) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Formats a duration given in nanoseconds like Go's `time.Duration.String()`
+/// (`1h2m3.5s`, `1.5ms`, `0s`), without Go's ±292 year range limit.
+fn format_go_duration(nanos: i128) -> String {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    let mut out = String::new();
+    if nanos < 0 {
+        out.push('-');
+    }
+    let n = nanos.unsigned_abs();
+    if n < NANOS_PER_SEC {
+        let (unit, per_unit, digits) = if n < 1_000 {
+            ("ns", 1, 0)
+        } else if n < 1_000_000 {
+            ("µs", 1_000, 3)
+        } else {
+            ("ms", 1_000_000, 6)
+        };
+        push_decimal(&mut out, n / per_unit, n % per_unit, digits);
+        out.push_str(unit);
+    } else {
+        let secs = n / NANOS_PER_SEC;
+        let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
+        if hours > 0 {
+            out.push_str(&format!("{hours}h"));
+        }
+        if hours > 0 || minutes > 0 {
+            out.push_str(&format!("{minutes}m"));
+        }
+        push_decimal(&mut out, seconds, n % NANOS_PER_SEC, 9);
+        out.push('s');
+    }
+    out
+}
+
+/// Appends `whole[.frac]`, with `frac` zero-padded to `digits` digits and
+/// trailing zeros removed.
+fn push_decimal(out: &mut String, whole: u128, frac: u128, digits: usize) {
+    out.push_str(&whole.to_string());
+    if frac != 0 {
+        let frac = format!("{frac:0digits$}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(expr: &str, vars: &[(&str, &Json)]) -> Json {
+        CelProgram::compile(expr)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .eval(vars)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn eval0(expr: &str) -> Json {
+        eval(expr, &[])
+    }
+
+    fn eval_err(expr: &str, vars: &[(&str, &Json)]) -> String {
+        match CelProgram::compile(expr)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .eval(vars)
+        {
+            Ok(v) => panic!("expected `{expr}` to fail, got {v}"),
+            Err(CelError::Eval { expr: e, message }) => {
+                assert_eq!(e, expr);
+                message
+            }
+            Err(other) => panic!("expected an Eval error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn program_is_send_sync_clone_debug() {
+        fn assert_traits<T: Send + Sync + Clone + fmt::Debug + 'static>() {}
+        assert_traits::<CelProgram>();
+        let p = CelProgram::compile("1 + 2").unwrap();
+        assert_eq!(p.source(), "1 + 2");
+        assert_eq!(format!("{p:?}"), r#"CelProgram("1 + 2")"#);
+        let q = p.clone();
+        assert_eq!(q.eval(&[]).unwrap(), json!(3));
+    }
+
+    #[test]
+    fn evaluates_concurrently() {
+        let p = CelProgram::compile("self.n * 2 == 84 && 'ab'.matches('^a')").unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    (0..50).all(|_| p.eval_bool(&[("self", &json!({"n": 42}))]).unwrap())
+                })
+            })
+            .collect();
+        for h in handles {
+            assert!(h.join().unwrap());
+        }
+    }
+
+    #[test]
+    fn arithmetic() {
+        assert_eq!(eval0("1 + 2 * 3"), json!(7));
+        assert_eq!(eval0("7 / 2"), json!(3));
+        assert_eq!(eval0("7 % 3"), json!(1));
+        assert_eq!(eval0("-5 + 2"), json!(-3));
+        assert_eq!(eval0("7.0 / 2.0"), json!(3.5));
+        assert_eq!(eval0("2u + 3u"), json!(5));
+        assert_eq!(eval0("'a' + 'b'"), json!("ab"));
+        assert_eq!(eval0("[1] + [2]"), json!([1, 2]));
+        let v = json!({"replicas": 3, "factor": 1.5});
+        assert_eq!(eval("self.replicas * 2", &[("self", &v)]), json!(6));
+        assert_eq!(eval("self.factor * 2.0", &[("self", &v)]), json!(3.0));
+        assert!(eval_err("1 / 0", &[]).contains("zero"));
+        assert!(eval_err("9223372036854775807 + 1", &[]).contains("verflow"));
+        assert!(eval_err("1 + 'a'", &[]).contains("overload"));
+    }
+
+    #[test]
+    fn comparisons_and_logic() {
+        assert_eq!(eval0("1 < 2 && 'b' > 'a'"), json!(true));
+        assert_eq!(eval0("true ? 'yes' : 'no'"), json!("yes"));
+        assert_eq!(eval0("1 == 1.0"), json!(true));
+        assert_eq!(eval0("2 in [1, 2, 3]"), json!(true));
+        assert_eq!(eval0("'k' in {'k': 1}"), json!(true));
+        // Errors are absorbed by short-circuiting, as CEL specifies.
+        assert_eq!(eval0("false && (1 / 0 == 1)"), json!(false));
+        assert_eq!(eval0("true || (1 / 0 == 1)"), json!(true));
+    }
+
+    #[test]
+    fn heterogeneous_numeric_equality() {
+        // cel 0.13 alone says false to all of these; the CEL spec says true.
+        for expr in [
+            "1 == 1.0",
+            "1.0 == 1",
+            "1 == 1u",
+            "1u == 1.0",
+            "[1, 2] == [1.0, 2u]",
+            "{'a': [1]} == {'a': [1.0]}",
+            "1.0 in [1, 2]",
+            "2u in [1, 2]",
+            "1.0 in {1: 'x'}",
+            "1 != 2.0",
+            "'a' != 1",
+            "!(1 != 1.0)",
+            "[1, 2].exists_one(x, x == 2.0)",
+        ] {
+            assert_eq!(eval0(expr), json!(true), "{expr}");
+        }
+        for expr in [
+            "1 == 1.5",
+            "1 == '1'",
+            "null == 0",
+            "[1] == [1, 1]",
+            "{'a': 1} == {'b': 1}",
+            "1.5 in {1: 'x'}",
+            "'b' in {'a': 1}",
+            "3 in []",
+            "-1 == 18446744073709551615u",
+            "double('nan') == double('nan')",
+        ] {
+            assert_eq!(eval0(expr), json!(false), "{expr}");
+        }
+        let v = json!({"ratio": 2.0, "count": 2, "big": u64::MAX});
+        let vars = [("self", &v)];
+        assert_eq!(eval("self.ratio == self.count", &vars), json!(true));
+        assert_eq!(eval("self.count in [1.0, 2.0]", &vars), json!(true));
+        assert_eq!(
+            eval("self.big == 18446744073709551615u", &vars),
+            json!(true)
+        );
+        assert!(eval_err("1 in 'abc'", &[]).contains("overload"));
+        assert!(eval_err("null in {}", &[]).contains("key"));
+    }
+
+    #[test]
+    fn optional_field_selection() {
+        let v = json!({"spec": {"replicas": 3}, "status": null});
+        let vars = [("self", &v)];
+        assert_eq!(eval("self.?spec.?replicas.orValue(1)", &vars), json!(3));
+        assert_eq!(eval("self.?spec.?missing.orValue(1)", &vars), json!(1));
+        assert_eq!(eval("self.?nope.?replicas.orValue(1)", &vars), json!(1));
+        assert_eq!(eval("self.?nope.hasValue()", &vars), json!(false));
+        assert_eq!(eval("self.?spec.hasValue()", &vars), json!(true));
+        assert_eq!(eval("self.?nope", &vars), json!(null));
+        // Selections after `.?` are optional too (cel-go semantics).
+        assert_eq!(eval("self.?spec.replicas", &vars), json!(3));
+        assert_eq!(eval("self.?spec.replicas.orValue(0)", &vars), json!(3));
+        assert_eq!(eval("self.?spec.missing.orValue(7)", &vars), json!(7));
+        assert_eq!(eval("self.?nope.replicas.orValue(7)", &vars), json!(7));
+        assert_eq!(eval("self.?spec['replicas'].orValue(0)", &vars), json!(3));
+        assert_eq!(eval("self.?spec['nope'].orValue(0)", &vars), json!(0));
+        assert_eq!(eval("self.?status.orValue('x')", &vars), json!(null));
+        // Without `.?` a missing field is still an error.
+        assert!(eval_err("self.nope.replicas", &vars).contains("nope"));
+        assert_eq!(eval("self.spec[?'replicas'].orValue(0)", &vars), json!(3));
+        assert_eq!(eval("[?self.?nope, 1]", &vars), json!([1]));
+        assert_eq!(eval("{?'a': self.?nope, 'b': 2}", &vars), json!({"b": 2}));
+        assert_eq!(eval("dyn(self.spec.replicas) + 1", &vars), json!(4));
+    }
+
+    #[test]
+    fn kubernetes_string_functions() {
+        let v = json!({"name": "Hello-World"});
+        assert_eq!(
+            eval("self.name.lowerAscii()", &[("self", &v)]),
+            json!("hello-world")
+        );
+        assert_eq!(eval0("'hello'.upperAscii()"), json!("HELLO"));
+        assert_eq!(eval0("'a,b'.split(',')"), json!(["a", "b"]));
+        assert_eq!(eval0("'  x '.trim()"), json!("x"));
+        assert_eq!(eval0("'hello'.charAt(1)"), json!("e"));
+        assert_eq!(eval0("'hello world'.indexOf('o')"), json!(4));
+        assert_eq!(eval0("'abcdef'.substring(1, 3)"), json!("bc"));
+        assert_eq!(eval0("'a-b-c'.replace('-', '.')"), json!("a.b.c"));
+        assert_eq!(eval0("['a', 'b'].join('/')"), json!("a/b"));
+        assert_eq!(eval0("'%s=%d'.format(['x', 5])"), json!("x=5"));
+        assert_eq!(eval0("'hello world'.find('[a-z]+')"), json!("hello"));
+        assert_eq!(eval0("'a1b22'.findAll('[0-9]+')"), json!(["1", "22"]));
+        assert_eq!(
+            eval0("'abc'.startsWith('ab') && 'abc'.endsWith('bc')"),
+            json!(true)
+        );
+        assert_eq!(
+            eval0("size('héllo')"),
+            json!(6),
+            "cel 0.13 size() counts bytes"
+        );
+    }
+
+    #[test]
+    fn kubernetes_list_set_and_other_libraries() {
+        assert_eq!(eval0("[1, 2].isSorted()"), json!(true));
+        assert_eq!(eval0("[3, 1].isSorted()"), json!(false));
+        assert_eq!(eval0("[1, 2, 3].sum()"), json!(6));
+        assert_eq!(eval0("[3, 1, 2].min()"), json!(1));
+        assert_eq!(eval0("sets.contains([1, 2, 3], [1, 2])"), json!(true));
+        assert_eq!(eval0("sets.intersects([1, 2], [3])"), json!(false));
+        assert_eq!(
+            eval0("quantity('1Gi').isGreaterThan(quantity('1Mi'))"),
+            json!(true)
+        );
+        assert_eq!(eval0("quantity('1500m').asApproximateFloat()"), json!(1.5));
+        assert_eq!(eval0("isQuantity('1Gi') && !isQuantity('x')"), json!(true));
+        assert_eq!(
+            eval0("semver('1.2.3').isLessThan(semver('2.0.0'))"),
+            json!(true)
+        );
+        assert_eq!(eval0("isURL('https://example.com/a')"), json!(true));
+        assert_eq!(
+            eval0("url('https://example.com:8443/a').getPort()"),
+            json!("8443")
+        );
+        assert_eq!(
+            eval0("isIP('10.0.0.1') && !isIP('10.0.0.300')"),
+            json!(true)
+        );
+        assert_eq!(
+            eval0("cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))"),
+            json!(true)
+        );
+        assert_eq!(eval0("math.greatest(1, 5, 3)"), json!(5));
+        assert_eq!(eval0("base64.encode(b'hi')"), json!("aGk="));
+        assert_eq!(eval0("jsonpatch.escapeKey('a/b~c')"), json!("a~1b~0c"));
+    }
+
+    #[test]
+    fn macros() {
+        let v = json!({"items": [{"n": 1}, {"n": 2}, {"n": 3}]});
+        let vars = [("self", &v)];
+        assert_eq!(
+            eval("self.items.map(i, i.n * 10)", &vars),
+            json!([10, 20, 30])
+        );
+        assert_eq!(
+            eval("self.items.filter(i, i.n > 1).size()", &vars),
+            json!(2)
+        );
+        assert_eq!(eval("self.items.all(i, i.n > 0)", &vars), json!(true));
+        assert_eq!(eval("self.items.exists(i, i.n == 2)", &vars), json!(true));
+        assert_eq!(
+            eval("self.items.exists_one(i, i.n == 2)", &vars),
+            json!(true)
+        );
+    }
+
+    #[test]
+    fn lists_and_maps_round_trip() {
+        let v = json!({
+            "list": [1, "two", 3.5, null, true, [], {}, [[1]]],
+            "map": {"a": {"b": {"c": [1, 2]}}},
+        });
+        assert_eq!(eval("self", &[("self", &v)]), v);
+        assert_eq!(eval("self.map.a.b.c[1]", &[("self", &v)]), json!(2));
+        assert_eq!(eval("self.list[1]", &[("self", &v)]), json!("two"));
+        assert_eq!(
+            eval0("{'x': [1, {'y': null}]}"),
+            json!({"x": [1, {"y": null}]})
+        );
+        assert_eq!(eval0("[]"), json!([]));
+        assert_eq!(eval0("{}"), json!({}));
+    }
+
+    #[test]
+    fn nested_object_round_trips_exactly() {
+        let v = json!({
+            "metadata": {
+                "name": "démo-☃-名前",
+                "labels": {
+                    "app.kubernetes.io/name": "x",
+                    "example.com/with.dots": "y",
+                    "": "empty key",
+                    "emoji 🚀": "\u{0000}\n\t\"quoted\"",
+                },
+            },
+            "big": 9007199254740993_i64,
+            "max_u64": u64::MAX,
+            "max_i64": i64::MAX,
+            "min_i64": i64::MIN,
+            "just_above_i64": 9223372036854775808_u64,
+            "float": 0.1,
+            "neg_zero": -0.0,
+            "whole_float": 2.0,
+            "tiny": 5e-324,
+            "huge": 1.7976931348623157e308,
+            "items": [{"a": [1, [2, [3, [4]]]]}, "s", false],
+        });
+        let out = eval("self", &[("self", &v)]);
+        assert_eq!(out, v);
+        // Integers stay integers, floats stay floats, at the type level too.
+        assert!(out["big"].is_i64());
+        assert_eq!(out["big"].as_i64(), Some(9007199254740993));
+        assert!(out["max_u64"].is_u64() && !out["max_u64"].is_i64());
+        assert_eq!(out["max_u64"].as_u64(), Some(u64::MAX));
+        assert!(out["whole_float"].is_f64());
+        assert_eq!(out["float"].as_f64(), Some(0.1));
+        // Field access with escaped-looking keys goes through indexing.
+        assert_eq!(
+            eval(
+                "self.metadata.labels['app.kubernetes.io/name']",
+                &[("self", &v)]
+            ),
+            json!("x")
+        );
+        assert_eq!(
+            eval("self.metadata.name", &[("self", &v)]),
+            json!("démo-☃-名前")
+        );
+    }
+
+    #[test]
+    fn integer_and_float_fidelity() {
+        let v = json!({"i": 9007199254740993_i64, "u": u64::MAX, "f": 1.5});
+        let vars = [("self", &v)];
+        assert_eq!(eval("self.i + 1", &vars), json!(9007199254740994_i64));
+        assert_eq!(eval("self.i == 9007199254740993", &vars), json!(true));
+        assert_eq!(eval("self.i == 9007199254740992", &vars), json!(false));
+        // u64 beyond i64 is a CEL uint.
+        assert_eq!(eval("self.u == 18446744073709551615u", &vars), json!(true));
+        assert_eq!(eval("self.u - 1u", &vars), json!(u64::MAX - 1));
+        assert!(eval_err("self.u + 1u", &vars).contains("verflow"));
+        assert_eq!(eval("self.f + 1.0", &vars), json!(2.5));
+        assert_eq!(eval("int(self.f)", &vars), json!(1));
+        assert_eq!(eval("double(self.i)", &vars), json!(9007199254740992.0));
+        assert!(eval("double(self.i)", &vars).is_f64());
+        // Non-finite doubles cannot be represented in JSON.
+        let msg = eval_err("1.0 / 0.0", &[]);
+        assert!(msg.contains("non-finite"), "{msg}");
+    }
+
+    #[test]
+    fn result_object_keys_are_sorted() {
+        let v = json!({"zeta": 1, "alpha": 2, "mid": 3});
+        let out = eval("self", &[("self", &v)]);
+        let keys: Vec<_> = out.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["alpha", "mid", "zeta"]);
+    }
+
+    #[test]
+    fn non_string_map_keys_are_an_error() {
+        let msg = eval_err("{1: 'a'}", &[]);
+        assert!(msg.contains("non-string key 1 (int)"), "{msg}");
+        // ...but they are fine inside the evaluation.
+        assert_eq!(eval0("{1: 'a'}[1]"), json!("a"));
+    }
+
+    #[test]
+    fn missing_variable_is_an_eval_error_naming_it() {
+        let msg = eval_err("object.spec.replicas > 1", &[]);
+        assert!(msg.contains("object"), "{msg}");
+        let err = CelProgram::compile("oldSelf == null")
+            .unwrap()
+            .eval(&[("self", &json!(1))])
+            .unwrap_err();
+        assert!(matches!(err, CelError::Eval { .. }));
+        assert!(err.to_string().contains("oldSelf"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("failed to evaluate CEL expression `oldSelf == null`: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_field_is_an_eval_error() {
+        let v = json!({"spec": {}});
+        let msg = eval_err("self.spec.replicas", &[("self", &v)]);
+        assert!(msg.contains("replicas"), "{msg}");
+    }
+
+    #[test]
+    fn compile_errors() {
+        let err = CelProgram::compile("1 +").unwrap_err();
+        let CelError::Compile { expr, message } = &err else {
+            panic!("expected a compile error, got {err:?}");
+        };
+        assert_eq!(expr, "1 +");
+        assert!(!message.is_empty());
+        assert!(
+            err.to_string()
+                .starts_with("failed to compile CEL expression `1 +`: "),
+            "{err}"
+        );
+        assert!(CelProgram::compile("self.name.").is_err());
+        assert!(CelProgram::compile("'unterminated").is_err());
+        assert!(CelProgram::compile("").is_err());
+        // Message construction parses but cel 0.13 cannot evaluate it.
+        let err = CelProgram::compile("Foo{a: 1}").unwrap_err();
+        assert!(err.to_string().contains("not supported"), "{err}");
+        // Overly large expressions are rejected up front.
+        let long = format!("true{}", " || true".repeat(30_000));
+        let err = CelProgram::compile(&long).unwrap_err();
+        assert!(err.to_string().contains("the limit is 100000"), "{err}");
+        // Optional syntax is enabled.
+        assert!(CelProgram::compile("self.?a.orValue(1)").is_ok());
+    }
+
+    #[test]
+    fn nesting_limits() {
+        // Long operator chains build a left-nested tree: bounded by depth.
+        let ok = format!("1{}", " + 1".repeat(MAX_AST_DEPTH - 1));
+        assert_eq!(eval0(&ok), json!(MAX_AST_DEPTH));
+        let err =
+            CelProgram::compile(&format!("1{}", " + 1".repeat(MAX_AST_DEPTH + 1))).unwrap_err();
+        assert!(err.to_string().contains("nested too deeply"), "{err}");
+        // Logical chains are balanced by the parser and may be long.
+        let ors = format!("false{}", " || false".repeat(2000));
+        assert_eq!(eval0(&ors), json!(false));
+        // Parenthesised nesting is bounded by the parser.
+        let depth = usize::from(MAX_PARSE_DEPTH) - 2;
+        let nested = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+        assert_eq!(eval0(&nested), json!(1));
+        let lists = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(CelProgram::compile(&lists).is_ok());
+        for deep in [
+            format!("{}1{}", "(".repeat(500), ")".repeat(500)),
+            format!("{}1{}", "[".repeat(500), "]".repeat(500)),
+        ] {
+            let err = CelProgram::compile(&deep).unwrap_err();
+            assert!(err.to_string().contains("ecursion limit"), "{err}");
+        }
+        // Nested macros: each level adds two tree levels.
+        let mut all = "true".to_owned();
+        for i in 0..12 {
+            all = format!("[1].all(x{i}, {all})");
+        }
+        assert_eq!(eval0(&all), json!(true));
+    }
+
+    #[test]
+    fn deep_values_within_limits_work() {
+        let mut v = json!({"leaf": [1, 2]});
+        for i in 0..(MAX_VALUE_DEPTH - 2) {
+            v = if i % 2 == 0 {
+                json!([v])
+            } else {
+                json!({"k": v})
+            };
+        }
+        let vars = [("self", &v), ("other", &v)];
+        assert_eq!(eval("self", &vars), v);
+        assert_eq!(eval("self == other", &vars), json!(true));
+        assert_eq!(eval("[self, 1][0] == self", &vars), json!(true));
+    }
+
+    #[test]
+    fn eval_bool_requires_bool() {
+        let p = CelProgram::compile("self.n > 1").unwrap();
+        assert!(p.eval_bool(&[("self", &json!({"n": 2}))]).unwrap());
+        assert!(!p.eval_bool(&[("self", &json!({"n": 0}))]).unwrap());
+
+        let cases = [
+            ("1 + 1", "int"),
+            ("'x'", "string"),
+            ("null", "null_type"),
+            ("[true]", "list"),
+            ("{'a': true}", "map"),
+            ("1.5", "double"),
+            ("1u", "uint"),
+        ];
+        for (expr, type_name) in cases {
+            let err = CelProgram::compile(expr)
+                .unwrap()
+                .eval_bool(&[])
+                .unwrap_err();
+            let CelError::Eval { message, .. } = &err else {
+                panic!("expected an eval error, got {err:?}");
+            };
+            assert_eq!(message, &format!("expected a bool result, got {type_name}"));
+        }
+        // Evaluation errors pass through unchanged.
+        let err = CelProgram::compile("nope")
+            .unwrap()
+            .eval_bool(&[])
+            .unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn has_macro_on_objects() {
+        let v = json!({"x": 1, "nested": {"y": null}});
+        let vars = [("self", &v)];
+        assert_eq!(eval("has(self.x)", &vars), json!(true));
+        assert_eq!(eval("has(self.z)", &vars), json!(false));
+        assert_eq!(eval("has(self.nested.y)", &vars), json!(true));
+        assert_eq!(eval("has(self.nested.q)", &vars), json!(false));
+        assert_eq!(eval("!has(self.z) || self.z > 0", &vars), json!(true));
+        assert!(CelProgram::compile("has(self)").is_err());
+    }
+
+    #[test]
+    fn matches_uses_the_cache() {
+        let pattern = "^[a-z]+-cache-test-[0-9]+$";
+        let p = CelProgram::compile(&format!("self.matches('{pattern}')")).unwrap();
+        assert!(
+            p.eval_bool(&[("self", &json!("abc-cache-test-42"))])
+                .unwrap()
+        );
+        assert!(REGEX_CACHE.contains(pattern));
+        assert!(
+            !p.eval_bool(&[("self", &json!("ABC-cache-test-42"))])
+                .unwrap()
+        );
+        assert!(p.eval_bool(&[("self", &json!("x-cache-test-1"))]).unwrap());
+        // Unanchored search semantics, global-function form, invalid patterns.
+        assert_eq!(eval0("'xxabcxx'.matches('abc')"), json!(true));
+        assert_eq!(eval0("matches('abc', '^a.c$')"), json!(true));
+        assert_eq!(eval0("'ünï'.matches('^.{3}$')"), json!(true));
+        let msg = eval_err("'a'.matches('(')", &[]);
+        assert!(msg.contains("not a valid regex"), "{msg}");
+        let msg = eval_err("1.matches('a')", &[]);
+        assert!(!msg.is_empty());
+    }
+
+    #[test]
+    fn regex_cache_is_bounded() {
+        let cache = RegexCache::new(4, 16);
+        for i in 0..10 {
+            let re = cache.get_or_compile(&format!("^p{i}$")).unwrap();
+            assert!(re.is_match(&format!("p{i}")));
+            assert!(cache.len() <= 4);
+        }
+        assert!(cache.contains("^p9$"));
+        assert!(cache.get_or_compile("(").is_err());
+        assert!(!cache.contains("("));
+        let long = "a".repeat(17);
+        assert!(cache.get_or_compile(&long).unwrap().is_match(&long));
+        assert!(!cache.contains(&long));
+        let disabled = RegexCache::new(0, 16);
+        assert!(disabled.get_or_compile("a").is_ok());
+        assert_eq!(disabled.len(), 0);
+    }
+
+    #[test]
+    fn timestamps_and_durations() {
+        assert_eq!(
+            eval0("timestamp('2024-01-02T03:04:05Z')"),
+            json!("2024-01-02T03:04:05Z")
+        );
+        assert_eq!(
+            eval0("timestamp('2024-01-02T03:04:05.250+02:00')"),
+            json!("2024-01-02T01:04:05.250Z")
+        );
+        assert_eq!(
+            eval0("timestamp('2024-01-02T03:04:05Z') + duration('1h')"),
+            json!("2024-01-02T04:04:05Z")
+        );
+        assert_eq!(
+            eval0("timestamp('2024-01-01T00:00:00Z') < timestamp('2024-06-01T00:00:00Z')"),
+            json!(true)
+        );
+        assert_eq!(
+            eval0("timestamp('2024-03-05T00:00:00Z').getFullYear()"),
+            json!(2024)
+        );
+        assert_eq!(eval0("duration('1h30m')"), json!("1h30m0s"));
+        assert_eq!(eval0("duration('90s')"), json!("1m30s"));
+        assert_eq!(eval0("duration('1.5s')"), json!("1.5s"));
+        assert_eq!(eval0("duration('150ms')"), json!("150ms"));
+        assert_eq!(eval0("duration('-2m')"), json!("-2m0s"));
+        assert_eq!(eval0("duration('0s')"), json!("0s"));
+        assert_eq!(
+            eval0("timestamp('2024-01-02T00:00:00Z') - timestamp('2024-01-01T00:00:00Z')"),
+            json!("24h0m0s")
+        );
+        assert!(eval_err("timestamp('not a time')", &[]).contains("timestamp"));
+    }
+
+    #[test]
+    fn go_duration_format() {
+        let cases: [(i128, &str); 12] = [
+            (0, "0s"),
+            (1, "1ns"),
+            (999, "999ns"),
+            (1_000, "1µs"),
+            (1_500, "1.5µs"),
+            (1_000_000, "1ms"),
+            (1_234_567, "1.234567ms"),
+            (1_000_000_000, "1s"),
+            (61_000_000_001, "1m1.000000001s"),
+            (3_600_000_000_000, "1h0m0s"),
+            (-5_400_000_000_000, "-1h30m0s"),
+            (-1_500_000, "-1.5ms"),
+        ];
+        for (nanos, expected) in cases {
+            assert_eq!(format_go_duration(nanos), expected, "{nanos}");
+        }
+    }
+
+    #[test]
+    fn bytes_become_base64() {
+        assert_eq!(eval0("b''"), json!(""));
+        assert_eq!(eval0("b'f'"), json!("Zg=="));
+        assert_eq!(eval0("b'fo'"), json!("Zm8="));
+        assert_eq!(eval0("b'foo'"), json!("Zm9v"));
+        assert_eq!(eval0("b'foob'"), json!("Zm9vYg=="));
+        assert_eq!(eval0("bytes('hello world!')"), json!("aGVsbG8gd29ybGQh"));
+        assert_eq!(base64_encode(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn optionals_and_opaque_values() {
+        assert_eq!(eval0("optional.of(5)"), json!(5));
+        assert_eq!(eval0("optional.none()"), json!(null));
+        let v = json!({"a": 1});
+        assert_eq!(eval("self.?b.orValue(7)", &[("self", &v)]), json!(7));
+        assert_eq!(eval("self.?a.orValue(7)", &[("self", &v)]), json!(1));
+        let msg = eval_err("quantity('1Gi')", &[]);
+        assert!(msg.contains("cannot be converted to JSON"), "{msg}");
+    }
+
+    #[test]
+    fn null_and_variables() {
+        assert_eq!(eval0("null"), json!(null));
+        let n = json!(null);
+        assert_eq!(eval("x == null", &[("x", &n)]), json!(true));
+        let a = json!(1);
+        let b = json!(2);
+        assert_eq!(eval("a + b", &[("a", &a), ("b", &b)]), json!(3));
+        // Last binding wins.
+        assert_eq!(eval("a", &[("a", &a), ("a", &b)]), json!(2));
+    }
+
+    #[test]
+    fn deeply_nested_values_are_rejected_not_overflowed() {
+        let mut v = json!(1);
+        for _ in 0..(MAX_VALUE_DEPTH + 5) {
+            v = json!([v]);
+        }
+        let msg = eval_err("size(self)", &[("self", &v)]);
+        assert!(
+            msg.contains("nested too deeply") && msg.contains("`self`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn panics_become_errors() {
+        let msg = run_guarded(|| -> i32 { panic!("boom") }).unwrap_err();
+        assert_eq!(msg, "internal error in the CEL interpreter: boom");
+        let msg = run_guarded(|| -> i32 { panic!("{}", String::from("dyn")) }).unwrap_err();
+        assert!(msg.ends_with("dyn"), "{msg}");
+        assert_eq!(run_guarded(|| 5), Ok(5));
+        // A panic while the cache lock is held must not break later calls.
+        let cache = RegexCache::new(2, 16);
+        let _ = run_guarded(|| {
+            let _guard = cache.lock();
+            panic!("poison");
+        });
+        assert!(cache.get_or_compile("a+").is_ok());
+        assert!(cache.contains("a+"));
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let v = json!({"s": "héllo", "l": [1, "a", null], "m": {"k": 1}, "n": null});
+        let exprs = [
+            "'abc'.startsWith()",
+            "'abc'.matches()",
+            "size()",
+            "size(1, 2)",
+            "'a'.contains()",
+            "timestamp()",
+            "duration('1h').getHours()",
+            "optional.of()",
+            "self.s.charAt(100)",
+            "self.s.charAt(-1)",
+            "self.s.substring(2, 1)",
+            "self.s.substring(3)",
+            "self.l.sort()",
+            "self.l.slice(-1, 5)",
+            "self.l.sum()",
+            "self.m.k.x",
+            "self.n.x",
+            "self.s.x",
+            "self[1]",
+            "self.l[-1]",
+            "self.l[10]",
+            "self.l['a']",
+            "{[]: 1}",
+            "{self.l: 1}",
+            "self.s.split(',', -5)",
+            "self.s.findAll('l', -1)",
+            "'%v %s'.format([])",
+            "quantity('1.5.5Gi')",
+            "semver('x')",
+            "url('::')",
+            "ip('1.2.3')",
+            "cidr('1.2.3.4/99')",
+            "math.greatest()",
+            "[].max()",
+            "self.l.map(x, x + 1)",
+            "int('99999999999999999999')",
+            "uint(-1)",
+            "int(1e300)",
+            // These two overflow checks panic in debug builds (in cel and in
+            // kube-cel respectively); the guard turns them into errors.
+            "-(-9223372036854775807 - 1)",
+            "[9223372036854775807, 1].sum()",
+            "timestamp('9999-12-31T23:59:59Z') + duration('1h')",
+            "duration('100000000000h')",
+            "b'\\xff'.size() == 1",
+            "string(b'\\xff')",
+            "dyn(1)",
+            "type(1)",
+            "self.s.isDate()",
+            "format.dns1123Label().validate('x')",
+            "format.named('x')",
+            "jsonpatch.escapeKey(1)",
+            "[1, 2].flatten(-1)",
+            "sets.contains(1, 2)",
+            "self.?s.?x",
+            "[?self.?zz, 1]",
+            "{?'a': self.?zz}",
+            "self.l.exists_one(x, x)",
+            "1 in 1",
+            "!1",
+            "-'a'",
+            "1 < 'a'",
+        ];
+        for expr in exprs {
+            // Compile or evaluation errors are fine; panics are not.
+            if let Ok(p) = CelProgram::compile(expr) {
+                let _ = p.eval(&[("self", &v)]);
+                let _ = p.eval_bool(&[("self", &v)]);
+            }
+        }
+    }
+}

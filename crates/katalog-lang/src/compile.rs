@@ -1,0 +1,1218 @@
+//! Stage 2: typed documents → checked rule IR.
+//!
+//! The compiler records every error it finds and keeps going, so one run
+//! reports every mistake. Inverses are derived here: each document rule
+//! becomes one [`Op`] whose hub form and spoke form the evaluator reads both
+//! ways; `unwrap`, `join` and `mapToList` become the ops of their mirrors
+//! with the sides swapped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::cel::CelProgram;
+use crate::document::{
+    CelRule, DEFAULT_STASH_ANNOTATION, ListMapRule, Parts, Resource, Rule, ScalarType, WrapRule,
+};
+use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::ir::{
+    Direction, Ir, Op, PartsIr, Proof, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece,
+    VersionIr, WrapHow,
+};
+use crate::load::{Loaded, LoadedDocument};
+use crate::path::{Path, Segment};
+use crate::source::{DocPath, Loc};
+
+/// Compile loaded documents into the IR.
+pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
+    let mut c = Compiler {
+        rules: Vec::new(),
+        diags: Diagnostics::default(),
+    };
+    let mut resources: Vec<ResourceIr> = Vec::new();
+    let mut seen: BTreeMap<(String, String), Loc> = BTreeMap::new();
+    for doc in &loaded.documents {
+        for (pos, resource) in doc.doc.spec.resources.iter().enumerate() {
+            let ri = doc.resource_indices.get(pos).copied().unwrap_or(pos);
+            let at = DocPath::default().key("spec").key("resources").index(ri);
+            let loc = doc.locate(&at);
+            let key = (resource.group.clone(), resource.kind.clone());
+            if let Some(first) = seen.get(&key) {
+                c.diags.push(
+                    Diagnostic::new(
+                        ErrorKind::Duplicate,
+                        format!(
+                            "resource {}/{} is declared twice",
+                            resource.group, resource.kind
+                        ),
+                    )
+                    .at(loc.clone(), Some(&doc.source))
+                    .with_related(first.clone(), "first declared here")
+                    .with_help("declare each group + kind once; merge the two declarations"),
+                );
+                continue;
+            }
+            seen.insert(key, loc.clone());
+            if let Some(r) = c.resource(doc, resource, ri, loc) {
+                resources.push(r);
+            }
+        }
+    }
+    let mut diags = c.diags;
+    diags.sort();
+    if !diags.is_empty() {
+        return Err(diags);
+    }
+    Ok(Ir {
+        resources,
+        rules: c.rules,
+        sources: {
+            let mut names: Vec<String> = loaded
+                .documents
+                .iter()
+                .map(|d| d.source.name.to_string())
+                .collect();
+            names.dedup();
+            names
+        },
+    })
+}
+
+struct Compiler {
+    rules: Vec<RuleIr>,
+    diags: Diagnostics,
+}
+
+/// What a rule list is compiled against.
+struct Scope<'a> {
+    doc: &'a LoadedDocument,
+    hub_version: &'a str,
+    spoke_version: &'a str,
+    annotation: &'a str,
+    /// True inside `forEach`, where paths are relative to a list element.
+    nested: bool,
+    /// Original positions of the rules, when some did not load.
+    indices: Option<&'a [usize]>,
+}
+
+fn is_dns_label_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
+}
+
+/// Checks a Kubernetes qualified name such as `example.com/x`.
+fn annotation_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Some("the name part must be 1 to 63 characters".into());
+    }
+    let ok_name = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !ok_name {
+        return Some("the name part must be alphanumeric with `-`, `_` or `.` inside".into());
+    }
+    if let Some(p) = prefix
+        && (p.is_empty()
+            || p.len() > 253
+            || !p
+                .split('.')
+                .all(|l| !l.is_empty() && l.chars().all(is_dns_label_char) && !l.starts_with('-')))
+    {
+        return Some("the prefix must be a lowercase DNS subdomain".into());
+    }
+    None
+}
+
+impl Compiler {
+    fn error(
+        &mut self,
+        doc: &LoadedDocument,
+        at: &DocPath,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.diags
+            .push(Diagnostic::new(kind, message).at(doc.locate(at), Some(&doc.source)));
+        let n = self.diags.0.len() - 1;
+        &mut self.diags.0[n]
+    }
+
+    fn resource(
+        &mut self,
+        doc: &LoadedDocument,
+        r: &Resource,
+        ri: usize,
+        loc: Loc,
+    ) -> Option<ResourceIr> {
+        let at = &DocPath::default().key("spec").key("resources").index(ri);
+        let before = self.diags.len();
+        if r.group.is_empty()
+            || !r
+                .group
+                .split('.')
+                .all(|l| !l.is_empty() && l.chars().all(is_dns_label_char))
+        {
+            self.error(
+                doc,
+                &at.key("group"),
+                ErrorKind::Invalid,
+                format!("`{}` is not a valid API group", r.group),
+            )
+            .help = Some("use a lowercase DNS name such as `stable.example.com`".into());
+        }
+        if r.kind.is_empty() || !r.kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+            self.error(
+                doc,
+                &at.key("kind"),
+                ErrorKind::Invalid,
+                format!("`{}` is not a valid kind", r.kind),
+            )
+            .help = Some("kinds are CamelCase, e.g. `CronTab`".into());
+        }
+        if r.plural.is_empty() || !r.plural.chars().all(is_dns_label_char) {
+            self.error(
+                doc,
+                &at.key("plural"),
+                ErrorKind::Invalid,
+                format!("`{}` is not a valid plural", r.plural),
+            )
+            .help = Some("plurals are lowercase, e.g. `crontabs`".into());
+        }
+        let mut served = BTreeSet::new();
+        for (i, v) in r.versions.iter().enumerate() {
+            if !served.insert(v.as_str()) {
+                self.error(
+                    doc,
+                    &at.key("versions").index(i),
+                    ErrorKind::Duplicate,
+                    format!("version `{v}` is listed twice"),
+                );
+            }
+        }
+        if !served.contains(r.hub.as_str()) {
+            self.error(
+                doc,
+                &at.key("hub"),
+                ErrorKind::Version,
+                format!("hub version `{}` is not among the served versions", r.hub),
+            )
+            .help = Some(format!("add `{}` to `versions`", r.hub));
+        }
+        let annotation = r
+            .stash_annotation
+            .clone()
+            .unwrap_or_else(|| DEFAULT_STASH_ANNOTATION.to_string());
+        if let Some(problem) = annotation_key_problem(&annotation) {
+            self.error(
+                doc,
+                &at.key("stashAnnotation"),
+                ErrorKind::Invalid,
+                format!("`{annotation}` is not a valid annotation key: {problem}"),
+            );
+        }
+        let mut versions = Vec::new();
+        for v in &r.versions {
+            let mut ids = Vec::new();
+            if let Some(rules) = r.conversion.get(v) {
+                if *v == r.hub {
+                    self.error(
+                        doc,
+                        &at.key("conversion").key(v.clone()),
+                        ErrorKind::Version,
+                        format!("`{v}` is the hub; rules are declared on spoke versions only"),
+                    );
+                } else {
+                    let scope = Scope {
+                        doc,
+                        hub_version: &r.hub,
+                        spoke_version: v,
+                        annotation: &annotation,
+                        nested: false,
+                        indices: doc.rule_indices.get(&(ri, v.clone())).map(Vec::as_slice),
+                    };
+                    ids = self.rule_list(&scope, rules, &at.key("conversion").key(v.clone()));
+                }
+            }
+            versions.push(VersionIr {
+                name: v.clone(),
+                rules: ids,
+            });
+        }
+        for v in r.conversion.keys() {
+            if !served.contains(v.as_str()) {
+                let help = crate::error::did_you_mean(v, served.iter().copied())
+                    .map(|s| format!("did you mean `{s}`?"))
+                    .unwrap_or_else(|| "add it to `versions` or remove these rules".into());
+                self.error(
+                    doc,
+                    &at.key("conversion").key(v.clone()),
+                    ErrorKind::Version,
+                    format!("rules for version `{v}`, which the resource does not serve"),
+                )
+                .help = Some(help);
+            }
+        }
+        if self.diags.len() > before {
+            return None;
+        }
+        Some(ResourceIr {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+            plural: r.plural.clone(),
+            scope: r.scope,
+            hub: r.hub.clone(),
+            versions,
+            stash_annotation: annotation,
+            crd: r.crd.clone(),
+            loc: Some(loc),
+        })
+    }
+
+    /// Compile an ordered list of rules, then check that no two of them read
+    /// or write the same place.
+    fn rule_list(&mut self, scope: &Scope, rules: &[Rule], at: &DocPath) -> Vec<RuleId> {
+        // A `default` on a stashed hub field becomes the stash's default.
+        let mut defaults: BTreeMap<String, (Value, usize)> = BTreeMap::new();
+        let stashed: BTreeSet<String> = rules
+            .iter()
+            .filter_map(|r| match r {
+                Rule::Stash(s) => s
+                    .hub
+                    .as_deref()
+                    .and_then(|p| Path::parse(p).ok())
+                    .map(|p| p.to_string()),
+                _ => None,
+            })
+            .collect();
+        for (i, r) in rules.iter().enumerate() {
+            if let Rule::Default(d) = r
+                && let Ok(p) = Path::parse(&d.hub)
+                && stashed.contains(&p.to_string())
+            {
+                defaults.insert(p.to_string(), (d.value.clone(), i));
+            }
+        }
+        let mut ids = Vec::new();
+        let mut owners: Vec<(usize, RuleId)> = Vec::new();
+        let position = |i: usize| scope.indices.and_then(|ix| ix.get(i).copied()).unwrap_or(i);
+        for (i, rule) in rules.iter().enumerate() {
+            let rat = at.index(position(i));
+            if let Rule::Default(d) = rule
+                && let Ok(p) = Path::parse(&d.hub)
+                && defaults.get(&p.to_string()).is_some_and(|(_, j)| *j == i)
+            {
+                continue; // merged into its stash
+            }
+            if let Some(id) = self.rule(scope, rule, &rat, &defaults) {
+                ids.push(id);
+                owners.push((position(i), id));
+            }
+        }
+        self.check_overlaps(scope, at, &owners, Direction::Down);
+        self.check_overlaps(scope, at, &owners, Direction::Up);
+        ids
+    }
+
+    fn check_overlaps(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        owners: &[(usize, RuleId)],
+        dir: Direction,
+    ) {
+        let side = match dir {
+            Direction::Down => "hub",
+            Direction::Up => "spoke",
+        };
+        for (n, (i, a)) in owners.iter().enumerate() {
+            for (j, b) in &owners[..n] {
+                let ra = &self.rules[a.0 as usize];
+                let rb = &self.rules[b.0 as usize];
+                let hit = ra.reads(dir).iter().find_map(|pa| {
+                    rb.reads(dir)
+                        .iter()
+                        .find(|pb| pa.overlaps(pb))
+                        .map(|pb| (pa.clone(), pb.clone()))
+                });
+                if let Some((pa, pb)) = hit {
+                    let first = scope.doc.locate(&at.index(*j));
+                    self.error(
+                        scope.doc,
+                        &at.index(*i),
+                        ErrorKind::Conflict,
+                        format!("this rule and an earlier one both use {side} path `{pa}` (the other uses `{pb}`)"),
+                    )
+                    .related = Some((first, "the earlier rule".into()));
+                }
+            }
+        }
+    }
+
+    fn path(&mut self, scope: &Scope, text: &str, at: &DocPath, side: Side) -> Option<Path> {
+        let path = match Path::parse(text) {
+            Ok(p) => p,
+            Err(e) => {
+                self.error(scope.doc, at, ErrorKind::Path, e.to_string())
+                    .help = Some(
+                    "paths look like `spec.a.b` or `metadata.annotations[\"example.com/x\"]`"
+                        .into(),
+                );
+                return None;
+            }
+        };
+        if !path.is_keys_only() {
+            self.error(
+                scope.doc,
+                at,
+                ErrorKind::Path,
+                format!("`{path}` names list elements; conversion paths name object keys only"),
+            )
+            .help = Some("use `forEach` to apply rules to every element of a list".into());
+            return None;
+        }
+        let segs = path.segments();
+        if !scope.nested {
+            let first = match segs.first() {
+                Some(Segment::Key(k)) => k.as_str(),
+                _ => "",
+            };
+            if matches!(first, "apiVersion" | "kind") {
+                self.error(
+                    scope.doc,
+                    at,
+                    ErrorKind::Metadata,
+                    format!("`{path}` is set by the engine; rules may not touch it"),
+                );
+                return None;
+            }
+            if first == "metadata" {
+                let ok = matches!(segs.get(1), Some(Segment::Key(k)) if k == "labels" || k == "annotations")
+                    && segs.len() == 3;
+                if !ok {
+                    self.error(scope.doc, at, ErrorKind::Metadata, format!("`{path}` is metadata the apiserver does not let a conversion change"))
+                        .help = Some("only single labels and annotations may change, e.g. `metadata.annotations[\"example.com/x\"]`".into());
+                    return None;
+                }
+                if let Some(Segment::Key(k)) = segs.get(2)
+                    && k == scope.annotation
+                {
+                    self.error(
+                        scope.doc,
+                        at,
+                        ErrorKind::Conflict,
+                        format!("`{path}` is the stash annotation the engine manages"),
+                    );
+                    return None;
+                }
+            }
+        }
+        let _ = side;
+        Some(path)
+    }
+
+    fn push(
+        &mut self,
+        op: Op,
+        hub_paths: Vec<Path>,
+        spoke_paths: Vec<Path>,
+        proof: Proof,
+        origin: String,
+    ) -> RuleId {
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(RuleIr {
+            op,
+            hub_paths,
+            spoke_paths,
+            proof,
+            origin,
+        });
+        id
+    }
+
+    fn require_lossy(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        lossy: bool,
+        why: &str,
+    ) -> Option<Proof> {
+        if lossy {
+            Some(Proof::AcknowledgedLossy)
+        } else {
+            self.error(
+                scope.doc,
+                at,
+                ErrorKind::Lossy,
+                format!("this rule loses data: {why}"),
+            )
+            .help = Some("add `lossy: true` to the rule to accept the loss".into());
+            None
+        }
+    }
+
+    fn one_side(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        hub: &Option<String>,
+        spoke: &Option<String>,
+    ) -> Option<(Side, Path)> {
+        match (hub, spoke) {
+            (Some(h), None) => Some((Side::Hub, self.path(scope, h, &at.key("hub"), Side::Hub)?)),
+            (None, Some(s)) => Some((
+                Side::Spoke,
+                self.path(scope, s, &at.key("spoke"), Side::Spoke)?,
+            )),
+            _ => {
+                self.error(
+                    scope.doc,
+                    at,
+                    ErrorKind::Shape,
+                    "give exactly one of `hub` (a hub-only field) or `spoke` (a spoke-only field)",
+                );
+                None
+            }
+        }
+    }
+
+    fn rule(
+        &mut self,
+        scope: &Scope,
+        rule: &Rule,
+        rat: &DocPath,
+        defaults: &BTreeMap<String, (Value, usize)>,
+    ) -> Option<RuleId> {
+        let name = rule.kind_name();
+        let at = rat.key(name);
+        let origin = format!("{} ({name})", scope.doc.locate(rat));
+        match rule {
+            Rule::Rename(r) => {
+                let hub = self.path(scope, &r.hub, &at.key("hub"), Side::Hub);
+                let spoke = self.path(scope, &r.spoke, &at.key("spoke"), Side::Spoke);
+                let (hub, spoke) = (hub?, spoke?);
+                let proof = if r.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                Some(self.push(
+                    Op::Move {
+                        hub: hub.clone(),
+                        spoke: spoke.clone(),
+                    },
+                    vec![hub],
+                    vec![spoke],
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Stash(s) => {
+                let (side, path) = self.one_side(scope, &at, &s.hub, &s.spoke)?;
+                let annotation = s
+                    .annotation
+                    .clone()
+                    .unwrap_or_else(|| scope.annotation.to_string());
+                if let Some(problem) = annotation_key_problem(&annotation) {
+                    self.error(
+                        scope.doc,
+                        &at.key("annotation"),
+                        ErrorKind::Invalid,
+                        format!("`{annotation}` is not a valid annotation key: {problem}"),
+                    );
+                    return None;
+                }
+                let (section, default) = match side {
+                    Side::Hub => (
+                        scope.hub_version.to_string(),
+                        defaults.get(&path.to_string()).map(|(v, _)| v.clone()),
+                    ),
+                    Side::Spoke => (scope.spoke_version.to_string(), None),
+                };
+                let (hp, sp) = match side {
+                    Side::Hub => (vec![path.clone()], vec![]),
+                    Side::Spoke => (vec![], vec![path.clone()]),
+                };
+                let proof = if s.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                Some(self.push(
+                    Op::Stash {
+                        side,
+                        path,
+                        annotation,
+                        section,
+                        default,
+                    },
+                    hp,
+                    sp,
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Default(d) => {
+                let hub = self.path(scope, &d.hub, &at.key("hub"), Side::Hub)?;
+                if !d.lossy {
+                    self.error(
+                        scope.doc,
+                        &at,
+                        ErrorKind::Lossy,
+                        format!("this rule loses data: a hub value of `{hub}` other than the default does not survive a round trip through the spoke"),
+                    )
+                    .help = Some(format!(
+                        "add a `stash: {{hub: {hub}}}` rule to keep the value (then the default applies only to objects created at this version), or `lossy: true`"
+                    ));
+                    return None;
+                }
+                Some(self.push(
+                    Op::Default {
+                        hub: hub.clone(),
+                        value: d.value.clone(),
+                    },
+                    vec![hub],
+                    vec![],
+                    Proof::AcknowledgedLossy,
+                    origin,
+                ))
+            }
+            Rule::Constant(k) => {
+                let (side, path) = self.one_side(scope, &at, &k.hub, &k.spoke)?;
+                self.require_lossy(
+                    scope,
+                    &at,
+                    k.lossy,
+                    &format!("whatever `{path}` held is replaced by the constant on the way back"),
+                )?;
+                let (hp, sp) = match side {
+                    Side::Hub => (vec![path.clone()], vec![]),
+                    Side::Spoke => (vec![], vec![path.clone()]),
+                };
+                Some(self.push(
+                    Op::Constant {
+                        side,
+                        path,
+                        value: k.value.clone(),
+                    },
+                    hp,
+                    sp,
+                    Proof::AcknowledgedLossy,
+                    origin,
+                ))
+            }
+            Rule::Delete(k) => {
+                let (side, path) = self.one_side(scope, &at, &k.hub, &k.spoke)?;
+                self.require_lossy(
+                    scope,
+                    &at,
+                    k.lossy,
+                    &format!("`{path}` is dropped without being kept; use `stash` to keep it"),
+                )?;
+                let (hp, sp) = match side {
+                    Side::Hub => (vec![path.clone()], vec![]),
+                    Side::Spoke => (vec![], vec![path.clone()]),
+                };
+                Some(self.push(
+                    Op::Delete { side, path },
+                    hp,
+                    sp,
+                    Proof::AcknowledgedLossy,
+                    origin,
+                ))
+            }
+            Rule::EnumMap(e) => {
+                let hub = self.path(scope, &e.hub, &at.key("hub"), Side::Hub);
+                let spoke = self.path(scope, &e.spoke, &at.key("spoke"), Side::Spoke);
+                let mut to_hub: BTreeMap<String, String> = BTreeMap::new();
+                let mut ok = true;
+                for (h, s) in &e.map {
+                    if let Some(prev) = to_hub.insert(s.clone(), h.clone()) {
+                        ok = false;
+                        if !e.lossy {
+                            self.error(scope.doc, &at.key("map").key(h.clone()), ErrorKind::NotOneToOne, format!("`{h}` and `{prev}` both map to `{s}`, so `{s}` cannot be mapped back"))
+                                .help = Some("an enum map must be one-to-one; give each hub value its own spoke value".into());
+                        }
+                    }
+                }
+                if e.map.is_empty() {
+                    self.error(
+                        scope.doc,
+                        &at.key("map"),
+                        ErrorKind::Invalid,
+                        "the map is empty",
+                    );
+                    return None;
+                }
+                let (hub, spoke) = (hub?, spoke?);
+                if !ok && !e.lossy {
+                    return None;
+                }
+                let proof = if e.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                Some(self.push(
+                    Op::EnumMap {
+                        hub: hub.clone(),
+                        spoke: spoke.clone(),
+                        to_spoke: e.map.clone(),
+                        to_hub,
+                        unmapped: e.unmapped,
+                    },
+                    vec![hub],
+                    vec![spoke],
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Coerce(k) => {
+                let hub = self.path(scope, &k.hub, &at.key("hub"), Side::Hub);
+                let spoke = match &k.spoke {
+                    Some(s) => self.path(scope, s, &at.key("spoke"), Side::Spoke),
+                    None => hub.clone(),
+                };
+                use ScalarType::*;
+                let supported = matches!(
+                    (k.hub_type, k.spoke_type),
+                    (String, Integer | Number | Boolean)
+                        | (Integer | Number | Boolean, String)
+                        | (Integer, Number)
+                        | (Number, Integer)
+                );
+                if !supported {
+                    let msg = if k.hub_type == k.spoke_type {
+                        "both sides have the same type: nothing to coerce".to_string()
+                    } else {
+                        format!(
+                            "cannot coerce between {:?} and {:?}",
+                            k.hub_type, k.spoke_type
+                        )
+                        .to_lowercase()
+                    };
+                    self.error(scope.doc, &at.key("spokeType"), ErrorKind::Invalid, msg)
+                        .help = Some("coerce between string and integer / number / boolean, or between integer and number".into());
+                    return None;
+                }
+                let (hub, spoke) = (hub?, spoke?);
+                let proof = if k.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                Some(self.push(
+                    Op::Coerce {
+                        hub: hub.clone(),
+                        spoke: spoke.clone(),
+                        hub_type: k.hub_type,
+                        spoke_type: k.spoke_type,
+                    },
+                    vec![hub],
+                    vec![spoke],
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Split(s) => {
+                let joined = self.path(scope, &s.hub, &at.key("hub"), Side::Hub);
+                let parts = self.parts(scope, &s.spoke, &at.key("spoke"), Side::Spoke);
+                let splitter = self.splitter(scope, &at, &s.separator, &s.pattern, &s.template);
+                let (joined, parts, splitter) = (joined?, parts?, splitter?);
+                self.check_parts_fit(scope, &at.key("spoke"), &parts, &splitter)?;
+                let proof = if s.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                let part_paths = parts_paths(&parts);
+                Some(self.push(
+                    Op::Split {
+                        joined_side: Side::Hub,
+                        joined: joined.clone(),
+                        parts,
+                        splitter,
+                        placeholder: s.placeholder.clone(),
+                    },
+                    vec![joined],
+                    part_paths,
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Join(s) => {
+                let joined = self.path(scope, &s.spoke, &at.key("spoke"), Side::Spoke);
+                let parts = self.parts(scope, &s.hub, &at.key("hub"), Side::Hub);
+                let splitter = self.splitter(scope, &at, &s.separator, &s.pattern, &s.template);
+                let (joined, parts, splitter) = (joined?, parts?, splitter?);
+                self.check_parts_fit(scope, &at.key("hub"), &parts, &splitter)?;
+                let proof = if s.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                let part_paths = parts_paths(&parts);
+                Some(self.push(
+                    Op::Split {
+                        joined_side: Side::Spoke,
+                        joined: joined.clone(),
+                        parts,
+                        splitter,
+                        placeholder: s.placeholder.clone(),
+                    },
+                    part_paths,
+                    vec![joined],
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Wrap(w) => self.wrap(scope, w, &at, Side::Spoke, origin),
+            Rule::Unwrap(w) => self.wrap(scope, w, &at, Side::Hub, origin),
+            Rule::ListToMap(l) => self.list_map(scope, l, &at, Side::Hub, origin),
+            Rule::MapToList(l) => self.list_map(scope, l, &at, Side::Spoke, origin),
+            Rule::ForEach(f) => {
+                let hub = self.path(scope, &f.hub, &at.key("hub"), Side::Hub);
+                let spoke = match &f.spoke {
+                    Some(s) => self.path(scope, s, &at.key("spoke"), Side::Spoke),
+                    None => hub.clone(),
+                };
+                let inner = Scope {
+                    nested: true,
+                    indices: None,
+                    ..*scope
+                };
+                let rules = self.rule_list(&inner, &f.rules, &at.key("rules"));
+                let (hub, spoke) = (hub?, spoke?);
+                if f.rules.is_empty() {
+                    self.error(
+                        scope.doc,
+                        &at.key("rules"),
+                        ErrorKind::Invalid,
+                        "forEach needs at least one rule",
+                    );
+                    return None;
+                }
+                let proof = if f.lossy {
+                    Proof::AcknowledgedLossy
+                } else {
+                    Proof::Invertible
+                };
+                Some(self.push(
+                    Op::ForEach {
+                        hub: hub.clone(),
+                        spoke: spoke.clone(),
+                        rules,
+                    },
+                    vec![hub],
+                    vec![spoke],
+                    proof,
+                    origin,
+                ))
+            }
+            Rule::Cel(c) => self.cel(scope, c, &at, origin),
+        }
+    }
+
+    fn wrap(
+        &mut self,
+        scope: &Scope,
+        w: &WrapRule,
+        at: &DocPath,
+        wrapped_side: Side,
+        origin: String,
+    ) -> Option<RuleId> {
+        let hub = self.path(scope, &w.hub, &at.key("hub"), Side::Hub);
+        let spoke = self.path(scope, &w.spoke, &at.key("spoke"), Side::Spoke);
+        let how = match (&w.key, w.list) {
+            (Some(k), false) => Some(WrapHow::Key(k.clone())),
+            (None, true) => Some(WrapHow::List),
+            _ => {
+                self.error(scope.doc, at, ErrorKind::Shape, "give exactly one of `key: NAME` (wrap in an object) or `list: true` (wrap in a one-element list)");
+                None
+            }
+        };
+        let (hub, spoke, how) = (hub?, spoke?, how?);
+        let (plain, wrapped) = match wrapped_side {
+            Side::Spoke => (hub.clone(), spoke.clone()),
+            Side::Hub => (spoke.clone(), hub.clone()),
+        };
+        let proof = if w.lossy {
+            Proof::AcknowledgedLossy
+        } else {
+            Proof::Invertible
+        };
+        Some(self.push(
+            Op::Wrap {
+                wrapped_side,
+                plain,
+                wrapped,
+                how,
+            },
+            vec![hub],
+            vec![spoke],
+            proof,
+            origin,
+        ))
+    }
+
+    fn list_map(
+        &mut self,
+        scope: &Scope,
+        l: &ListMapRule,
+        at: &DocPath,
+        list_side: Side,
+        origin: String,
+    ) -> Option<RuleId> {
+        let hub = self.path(scope, &l.hub, &at.key("hub"), Side::Hub);
+        let spoke = self.path(scope, &l.spoke, &at.key("spoke"), Side::Spoke);
+        if l.key.is_empty() {
+            self.error(
+                scope.doc,
+                &at.key("key"),
+                ErrorKind::Invalid,
+                "the key field name may not be empty",
+            );
+            return None;
+        }
+        let (hub, spoke) = (hub?, spoke?);
+        let (list, map) = match list_side {
+            Side::Hub => (hub.clone(), spoke.clone()),
+            Side::Spoke => (spoke.clone(), hub.clone()),
+        };
+        let proof = if l.lossy {
+            Proof::AcknowledgedLossy
+        } else {
+            Proof::Invertible
+        };
+        Some(self.push(
+            Op::ListMap {
+                list_side,
+                list,
+                map,
+                key: l.key.clone(),
+            },
+            vec![hub],
+            vec![spoke],
+            proof,
+            origin,
+        ))
+    }
+
+    fn cel(&mut self, scope: &Scope, c: &CelRule, at: &DocPath, origin: String) -> Option<RuleId> {
+        let hub = self.path(scope, &c.hub, &at.key("hub"), Side::Hub);
+        let spoke = self.path(scope, &c.spoke, &at.key("spoke"), Side::Spoke);
+        let compile = |this: &mut Self, expr: &str, key: &str| match CelProgram::compile(expr) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                this.error(scope.doc, &at.key(key), ErrorKind::Cel, e.to_string());
+                None
+            }
+        };
+        let to_spoke = compile(self, &c.to_spoke, "toSpoke");
+        let to_hub = compile(self, &c.to_hub, "toHub");
+        let (hub, spoke, to_spoke, to_hub) = (hub?, spoke?, to_spoke?, to_hub?);
+        let mut failed = false;
+        for (i, ex) in c.examples.iter().enumerate() {
+            let eat = at.key("examples").index(i);
+            for (prog, input, want, dir) in [
+                (&to_spoke, &ex.hub, &ex.spoke, "toSpoke"),
+                (&to_hub, &ex.spoke, &ex.hub, "toHub"),
+            ] {
+                match prog.eval(&[("self", input), ("object", &Value::Null)]) {
+                    Ok(got) if crate::convert::json_eq(&got, want) => {}
+                    Ok(got) => {
+                        failed = true;
+                        self.error(
+                            scope.doc,
+                            &eat,
+                            ErrorKind::Cel,
+                            format!("example {i}: {dir} of {input} gives {got}, expected {want}"),
+                        );
+                    }
+                    Err(e) => {
+                        failed = true;
+                        self.error(scope.doc, &eat, ErrorKind::Cel, format!("example {i}: {e}"));
+                    }
+                }
+            }
+        }
+        if failed {
+            return None;
+        }
+        let proof = if c.lossy {
+            Proof::AcknowledgedLossy
+        } else if !c.examples.is_empty() {
+            Proof::CoveredByExamples
+        } else {
+            self.error(
+                scope.doc,
+                at,
+                ErrorKind::Lossy,
+                "a cel rule is unproven: nothing shows `toHub` undoes `toSpoke`",
+            )
+            .help = Some(
+                "add `examples:` (hub/spoke pairs checked both ways), or `lossy: true`".into(),
+            );
+            return None;
+        };
+        Some(self.push(
+            Op::Cel {
+                hub: hub.clone(),
+                spoke: spoke.clone(),
+                to_spoke,
+                to_hub,
+            },
+            vec![hub],
+            vec![spoke],
+            proof,
+            origin,
+        ))
+    }
+
+    fn parts(&mut self, scope: &Scope, parts: &Parts, at: &DocPath, side: Side) -> Option<PartsIr> {
+        match parts {
+            Parts::List(p) => Some(PartsIr::List(self.path(scope, p, at, side)?)),
+            Parts::Fields(ps) => {
+                if ps.is_empty() {
+                    self.error(scope.doc, at, ErrorKind::Invalid, "name at least one field");
+                    return None;
+                }
+                let mut out = Vec::new();
+                let mut ok = true;
+                for (i, p) in ps.iter().enumerate() {
+                    match self.path(scope, p, &at.index(i), side) {
+                        Some(p) => out.push(p),
+                        None => ok = false,
+                    }
+                }
+                ok.then_some(PartsIr::Fields(out))
+            }
+            Parts::Named(m) => {
+                let mut out = Vec::new();
+                let mut ok = true;
+                for (name, p) in m {
+                    match self.path(scope, p, &at.key(name.clone()), side) {
+                        Some(p) => out.push((name.clone(), p)),
+                        None => ok = false,
+                    }
+                }
+                ok.then_some(PartsIr::Named(out))
+            }
+        }
+    }
+
+    fn splitter(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        separator: &Option<String>,
+        pattern: &Option<String>,
+        template: &Option<String>,
+    ) -> Option<Splitter> {
+        match (separator, pattern) {
+            (Some(sep), None) => {
+                if sep.is_empty() {
+                    self.error(
+                        scope.doc,
+                        &at.key("separator"),
+                        ErrorKind::Invalid,
+                        "the separator may not be empty",
+                    );
+                    return None;
+                }
+                if template.is_some() {
+                    self.error(
+                        scope.doc,
+                        &at.key("template"),
+                        ErrorKind::Invalid,
+                        "`template` goes with `pattern`, not `separator`",
+                    );
+                    return None;
+                }
+                Some(Splitter::Separator(sep.clone()))
+            }
+            (None, Some(pat)) => {
+                let regex = match Regex::new(&format!("^(?:{pat})$")) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.error(
+                            scope.doc,
+                            &at.key("pattern"),
+                            ErrorKind::Pattern,
+                            format!(
+                                "the pattern does not compile: {}",
+                                e.to_string()
+                                    .lines()
+                                    .last()
+                                    .unwrap_or("")
+                                    .trim_start_matches("error: ")
+                            ),
+                        );
+                        return None;
+                    }
+                };
+                let Some(t) = template else {
+                    self.error(
+                        scope.doc,
+                        at,
+                        ErrorKind::Shape,
+                        "a `pattern` needs a `template` to join the pieces back",
+                    )
+                    .help = Some("e.g. `template: \"{host}:{port}\"`".into());
+                    return None;
+                };
+                let pieces = match parse_template(t) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.error(scope.doc, &at.key("template"), ErrorKind::Pattern, e);
+                        return None;
+                    }
+                };
+                let names: BTreeSet<&str> = regex.capture_names().flatten().collect();
+                let used: BTreeSet<&str> = pieces
+                    .iter()
+                    .filter_map(|p| match p {
+                        TemplatePiece::Capture(n) => Some(n.as_str()),
+                        TemplatePiece::Text(_) => None,
+                    })
+                    .collect();
+                if names != used {
+                    self.error(
+                        scope.doc,
+                        &at.key("template"),
+                        ErrorKind::Pattern,
+                        format!(
+                            "the template uses {{{}}} but the pattern captures {{{}}}",
+                            used.into_iter().collect::<Vec<_>>().join(", "),
+                            names.into_iter().collect::<Vec<_>>().join(", ")
+                        ),
+                    )
+                    .help = Some("every named capture must appear in the template exactly as `{name}`, and nothing else".into());
+                    return None;
+                }
+                Some(Splitter::Pattern {
+                    regex,
+                    template: pieces,
+                })
+            }
+            _ => {
+                self.error(
+                    scope.doc,
+                    at,
+                    ErrorKind::Shape,
+                    "give exactly one of `separator` or `pattern` (with `template`)",
+                );
+                None
+            }
+        }
+    }
+
+    fn check_parts_fit(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        parts: &PartsIr,
+        splitter: &Splitter,
+    ) -> Option<()> {
+        match (splitter, parts) {
+            (Splitter::Separator(_), PartsIr::List(_) | PartsIr::Fields(_)) => Some(()),
+            (Splitter::Separator(_), PartsIr::Named(_)) => {
+                self.error(
+                    scope.doc,
+                    at,
+                    ErrorKind::Shape,
+                    "with a `separator`, give a list of paths (or one path for a list)",
+                )
+                .help = Some("named pieces need `pattern` with named captures".into());
+                None
+            }
+            (Splitter::Pattern { regex, .. }, PartsIr::Named(named)) => {
+                let names: BTreeSet<&str> = regex.capture_names().flatten().collect();
+                let given: BTreeSet<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+                if names != given {
+                    self.error(
+                        scope.doc,
+                        at,
+                        ErrorKind::Pattern,
+                        format!(
+                            "the pieces are named {{{}}} but the pattern captures {{{}}}",
+                            given.into_iter().collect::<Vec<_>>().join(", "),
+                            names.into_iter().collect::<Vec<_>>().join(", ")
+                        ),
+                    );
+                    return None;
+                }
+                Some(())
+            }
+            (Splitter::Pattern { .. }, _) => {
+                self.error(
+                    scope.doc,
+                    at,
+                    ErrorKind::Shape,
+                    "with a `pattern`, give a map of capture name to path",
+                );
+                None
+            }
+        }
+    }
+}
+
+fn parts_paths(parts: &PartsIr) -> Vec<Path> {
+    match parts {
+        PartsIr::List(p) => vec![p.clone()],
+        PartsIr::Fields(ps) => ps.clone(),
+        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
+    }
+}
+
+/// `"{host}:{port}"` → pieces; `{{` and `}}` stand for literal braces.
+pub(crate) fn parse_template(t: &str) -> Result<Vec<TemplatePiece>, String> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                text.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                text.push('}');
+            }
+            '{' => {
+                let mut name = String::new();
+                loop {
+                    match chars.next() {
+                        Some('}') => break,
+                        Some(c) if c.is_alphanumeric() || c == '_' => name.push(c),
+                        Some(c) => {
+                            return Err(format!("unexpected `{c}` in a template capture name"));
+                        }
+                        None => return Err("unclosed `{` in the template".into()),
+                    }
+                }
+                if name.is_empty() {
+                    return Err("empty `{}` in the template".into());
+                }
+                if !text.is_empty() {
+                    out.push(TemplatePiece::Text(std::mem::take(&mut text)));
+                }
+                out.push(TemplatePiece::Capture(name));
+            }
+            '}' => {
+                return Err("unmatched `}` in the template; write `}}` for a literal brace".into());
+            }
+            c => text.push(c),
+        }
+    }
+    if !text.is_empty() {
+        out.push(TemplatePiece::Text(text));
+    }
+    Ok(out)
+}

@@ -1,0 +1,945 @@
+//! Stage 3: evaluate the IR to convert one object between versions.
+//!
+//! A conversion goes spoke → hub ("up") then hub → spoke ("down"). Within
+//! one rule list, every rule first takes the values it reads out of the
+//! object, then every rule writes its results: the rules of a list act
+//! simultaneously, so their order never matters and a swap of two fields
+//! works. Fields no rule names pass through untouched.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::document::{ScalarType, Unmapped};
+use crate::ir::{
+    Direction, Ir, Op, PartsIr, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece, WrapHow,
+};
+use crate::path::Path;
+
+/// The apiserver's limit on the total size of an object's annotations.
+pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
+const ABSENT: &str = "!absent";
+
+/// Why one object could not be converted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConvertError {
+    pub message: String,
+    /// The rule that failed, as `file:line:col (kind)`.
+    pub rule: Option<String>,
+}
+
+impl fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(r) = &self.rule {
+            write!(f, " (rule at {r})")?;
+        }
+        Ok(())
+    }
+}
+
+fn fail<T>(message: impl Into<String>) -> Result<T, ConvertError> {
+    Err(ConvertError {
+        message: message.into(),
+        rule: None,
+    })
+}
+
+/// Split `group/version` (or a bare core `version`).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.rsplit_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+/// Convert one object to `desired_api_version`. The object may be at any
+/// served version of its resource.
+pub fn convert(ir: &Ir, object: &Value, desired_api_version: &str) -> Result<Value, ConvertError> {
+    let Value::Object(obj) = object else {
+        return fail(format!("expected an object, found {}", type_name(object)));
+    };
+    let Some(api_version) = obj.get("apiVersion").and_then(Value::as_str) else {
+        return fail("the object has no apiVersion");
+    };
+    let Some(kind) = obj.get("kind").and_then(Value::as_str) else {
+        return fail("the object has no kind");
+    };
+    let (group, from) = split_api_version(api_version);
+    let (to_group, to) = split_api_version(desired_api_version);
+    if group != to_group {
+        return fail(format!(
+            "cannot convert {kind} from group `{group}` to group `{to_group}`: a conversion keeps the group"
+        ));
+    }
+    let Some(resource) = ir.resource(group, kind) else {
+        return fail(format!(
+            "the Katalog declares no resource {kind} in group `{group}`"
+        ));
+    };
+    for v in [from, to] {
+        if resource.version(v).is_none() {
+            return fail(format!(
+                "{group}/{kind} does not serve version `{v}` (served: {})",
+                resource.served().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    let mut out = object.clone();
+    if from != to {
+        convert_between(ir, resource, &mut out, from, to)?;
+    }
+    if let Value::Object(m) = &mut out {
+        m.insert(
+            "apiVersion".into(),
+            Value::String(desired_api_version.to_string()),
+        );
+    }
+    Ok(out)
+}
+
+fn convert_between(
+    ir: &Ir,
+    resource: &ResourceIr,
+    obj: &mut Value,
+    from: &str,
+    to: &str,
+) -> Result<(), ConvertError> {
+    let mut stash = StashState::with_original(obj);
+    let root = obj.clone();
+    let legs = [(from, Direction::Up), (to, Direction::Down)];
+    for (version, dir) in legs {
+        if version == resource.hub {
+            continue;
+        }
+        let rules = resource
+            .version(version)
+            .map(|v| v.rules.as_slice())
+            .unwrap_or(&[]);
+        let mut ctx = Ctx {
+            ir,
+            stash: &mut stash,
+            root: &root,
+        };
+        ctx.run(rules, dir, obj, &Path::root(), &Path::root())?;
+    }
+    stash.write_back(obj)
+}
+
+struct Ctx<'a> {
+    ir: &'a Ir,
+    stash: &'a mut StashState,
+    /// The object as it came in, for CEL's `object`.
+    root: &'a Value,
+}
+
+impl Ctx<'_> {
+    fn run(
+        &mut self,
+        rules: &[RuleId],
+        dir: Direction,
+        obj: &mut Value,
+        hub_prefix: &Path,
+        spoke_prefix: &Path,
+    ) -> Result<(), ConvertError> {
+        let ir = self.ir;
+        // Defaults and absence markers apply only where the field's parent
+        // object exists, so an object without `spec` converts unchanged.
+        let parents: Vec<bool> = rules
+            .iter()
+            .map(|id| match &ir.rule(*id).op {
+                Op::Stash { path, .. } | Op::Default { hub: path, .. } => parent_exists(path, obj),
+                _ => true,
+            })
+            .collect();
+        let inputs: Vec<Vec<Option<Value>>> = rules
+            .iter()
+            .map(|id| {
+                ir.rule(*id)
+                    .reads(dir)
+                    .iter()
+                    .map(|p| p.take(obj))
+                    .collect()
+            })
+            .collect();
+        for ((id, input), parent) in rules.iter().zip(inputs).zip(parents) {
+            let rule = ir.rule(*id);
+            let writes = self
+                .apply(rule, dir, input, parent, hub_prefix, spoke_prefix)
+                .map_err(|mut e| {
+                    if e.rule.is_none() {
+                        e.rule = Some(rule.origin.clone());
+                    }
+                    e
+                })?;
+            for (path, value) in writes {
+                path.set(obj, value).map_err(|message| ConvertError {
+                    message,
+                    rule: Some(rule.origin.clone()),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        rule: &RuleIr,
+        dir: Direction,
+        mut input: Vec<Option<Value>>,
+        parent: bool,
+        hub_prefix: &Path,
+        spoke_prefix: &Path,
+    ) -> Result<Vec<(Path, Value)>, ConvertError> {
+        let target = |i: usize| rule.writes(dir)[i].clone();
+        let first = input.first_mut().and_then(Option::take);
+        let source_side = Side::source_of(dir);
+        let prefix_of = |side: Side| match side {
+            Side::Hub => hub_prefix,
+            Side::Spoke => spoke_prefix,
+        };
+        let out = match &rule.op {
+            Op::Move { .. } => first.map(|v| (target(0), v)).into_iter().collect(),
+            Op::Stash {
+                side,
+                path,
+                annotation,
+                section,
+                default,
+            } => {
+                let key = prefix_of(*side).join(path).to_string();
+                if *side == source_side {
+                    match first {
+                        Some(v) if default.as_ref() == Some(&v) => {}
+                        Some(v) => self.stash.put(annotation, section, &key, v),
+                        None if default.is_some() && parent => {
+                            self.stash.mark_absent(annotation, section, &key)
+                        }
+                        None => {}
+                    }
+                    vec![]
+                } else {
+                    match self.stash.take(annotation, section, &key)? {
+                        Some(Stashed::Value(v)) => vec![(path.clone(), v)],
+                        Some(Stashed::Absent) => vec![],
+                        None if parent => {
+                            default.iter().map(|d| (path.clone(), d.clone())).collect()
+                        }
+                        None => vec![],
+                    }
+                }
+            }
+            Op::Default { hub, value } => match dir {
+                Direction::Down => vec![],
+                Direction::Up if parent => vec![(hub.clone(), value.clone())],
+                Direction::Up => vec![],
+            },
+            Op::Constant { side, path, value } => {
+                if *side == source_side {
+                    vec![]
+                } else {
+                    vec![(path.clone(), value.clone())]
+                }
+            }
+            Op::Delete { .. } => vec![],
+            Op::EnumMap {
+                hub,
+                spoke,
+                to_spoke,
+                to_hub,
+                unmapped,
+            } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                let (map, back, from) = match dir {
+                    Direction::Down => (to_spoke, to_hub, hub),
+                    Direction::Up => (to_hub, to_spoke, spoke),
+                };
+                let mapped = match v.as_str() {
+                    Some(s) => match map.get(s) {
+                        Some(m) => Value::String(m.clone()),
+                        None if *unmapped == Unmapped::Fail => {
+                            return fail(format!(
+                                "`{}` holds `{s}`, which the enum map does not name (known: {})",
+                                from,
+                                map.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ));
+                        }
+                        None if back.contains_key(s) => {
+                            return fail(format!(
+                                "`{from}` holds `{s}`, which the enum map does not name and which would map back as `{}`",
+                                back[s]
+                            ));
+                        }
+                        None => v,
+                    },
+                    None if *unmapped == Unmapped::Fail => {
+                        return fail(format!(
+                            "`{from}` holds {}, not one of the enum map's strings",
+                            type_name(&v)
+                        ));
+                    }
+                    None => v,
+                };
+                vec![(target(0), mapped)]
+            }
+            Op::Coerce {
+                hub,
+                spoke,
+                hub_type,
+                spoke_type,
+            } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                let (from_path, from_t, to_t) = match dir {
+                    Direction::Down => (hub, *hub_type, *spoke_type),
+                    Direction::Up => (spoke, *spoke_type, *hub_type),
+                };
+                vec![(target(0), coerce(&v, from_t, to_t, from_path)?)]
+            }
+            Op::Split {
+                joined_side,
+                joined,
+                parts,
+                splitter,
+                placeholder,
+            } => {
+                if *joined_side == source_side {
+                    let Some(v) = first else { return Ok(vec![]) };
+                    let Some(s) = v.as_str() else {
+                        return fail(format!(
+                            "`{joined}` must be a string to split, found {}",
+                            type_name(&v)
+                        ));
+                    };
+                    let pieces = split(s, joined, parts, splitter, placeholder.as_deref())?;
+                    // Lossless only if joining the pieces gives the string back.
+                    let back = join(&pieces, parts, splitter, placeholder.as_deref(), joined)?;
+                    if back.as_deref() != Some(s) {
+                        return fail(format!(
+                            "`{joined}` = {v} cannot be split so that it joins back unchanged"
+                        ));
+                    }
+                    pieces
+                } else {
+                    if let Some(first) = first {
+                        input[0] = Some(first);
+                    }
+                    let pieces: Vec<(Path, Value)> = parts_paths(parts)
+                        .into_iter()
+                        .zip(input)
+                        .filter_map(|(p, v)| v.map(|v| (p, v)))
+                        .collect();
+                    match join(&pieces, parts, splitter, placeholder.as_deref(), joined)? {
+                        None => vec![],
+                        Some(s) => {
+                            let again = split(&s, joined, parts, splitter, placeholder.as_deref())?;
+                            if !same_pieces(&again, &pieces) {
+                                return fail(format!(
+                                    "the pieces of `{joined}` cannot be joined so that they split back unchanged (joined: {s:?})"
+                                ));
+                            }
+                            vec![(joined.clone(), Value::String(s))]
+                        }
+                    }
+                }
+            }
+            Op::Wrap {
+                wrapped_side,
+                plain,
+                wrapped,
+                how,
+            } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                if *wrapped_side == source_side {
+                    match unwrap(v, how, wrapped)? {
+                        Some(inner) => vec![(plain.clone(), inner)],
+                        None => vec![],
+                    }
+                } else {
+                    let w = match how {
+                        WrapHow::Key(k) => {
+                            let mut m = Map::new();
+                            m.insert(k.clone(), v);
+                            Value::Object(m)
+                        }
+                        WrapHow::List => Value::Array(vec![v]),
+                    };
+                    vec![(wrapped.clone(), w)]
+                }
+            }
+            Op::ListMap {
+                list_side,
+                list,
+                map,
+                key,
+            } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                if *list_side == source_side {
+                    vec![(map.clone(), list_to_map(v, list, key)?)]
+                } else {
+                    vec![(list.clone(), map_to_list(v, map, key)?)]
+                }
+            }
+            Op::ForEach { hub, spoke, rules } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                let Value::Array(items) = v else {
+                    let from = match dir {
+                        Direction::Down => hub,
+                        Direction::Up => spoke,
+                    };
+                    return fail(format!(
+                        "forEach expects a list at `{from}`, found {}",
+                        type_name(&v)
+                    ));
+                };
+                let mut out = Vec::with_capacity(items.len());
+                for (i, mut item) in items.into_iter().enumerate() {
+                    let hp = hub_prefix.join(hub).index(i);
+                    let sp = spoke_prefix.join(spoke).index(i);
+                    self.run(rules, dir, &mut item, &hp, &sp)?;
+                    out.push(item);
+                }
+                vec![(target(0), Value::Array(out))]
+            }
+            Op::Cel {
+                to_spoke, to_hub, ..
+            } => {
+                let Some(v) = first else { return Ok(vec![]) };
+                let prog = match dir {
+                    Direction::Down => to_spoke,
+                    Direction::Up => to_hub,
+                };
+                let result = prog
+                    .eval(&[("self", &v), ("object", self.root)])
+                    .map_err(|e| ConvertError {
+                        message: e.to_string(),
+                        rule: None,
+                    })?;
+                if result.is_null() {
+                    vec![]
+                } else {
+                    vec![(target(0), result)]
+                }
+            }
+        };
+        Ok(out)
+    }
+}
+
+fn parent_exists(path: &Path, obj: &Value) -> bool {
+    match path.segments().split_last() {
+        Some((_, parent)) => Path::from_segments(parent.to_vec()).get(obj).is_some(),
+        None => true,
+    }
+}
+
+fn parts_paths(parts: &PartsIr) -> Vec<Path> {
+    match parts {
+        PartsIr::List(p) => vec![p.clone()],
+        PartsIr::Fields(ps) => ps.clone(),
+        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
+    }
+}
+
+fn same_pieces(a: &[(Path, Value)], b: &[(Path, Value)]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x))
+}
+
+fn split(
+    s: &str,
+    joined: &Path,
+    parts: &PartsIr,
+    splitter: &Splitter,
+    placeholder: Option<&str>,
+) -> Result<Vec<(Path, Value)>, ConvertError> {
+    let keep = |piece: &str| placeholder != Some(piece);
+    match (splitter, parts) {
+        (Splitter::Separator(sep), PartsIr::List(p)) => {
+            let items: Vec<Value> = if s.is_empty() {
+                vec![]
+            } else {
+                s.split(sep.as_str())
+                    .map(|x| Value::String(x.to_string()))
+                    .collect()
+            };
+            Ok(vec![(p.clone(), Value::Array(items))])
+        }
+        (Splitter::Separator(sep), PartsIr::Fields(paths)) => Ok(s
+            .splitn(paths.len(), sep.as_str())
+            .zip(paths)
+            .filter(|(piece, _)| keep(piece))
+            .map(|(piece, p)| (p.clone(), Value::String(piece.to_string())))
+            .collect()),
+        (Splitter::Pattern { regex, .. }, PartsIr::Named(named)) => {
+            let Some(caps) = regex.captures(s) else {
+                return fail(format!(
+                    "`{joined}` = {s:?} does not match the pattern /{}/",
+                    regex.as_str()
+                ));
+            };
+            Ok(named
+                .iter()
+                .filter_map(|(name, p)| {
+                    let m = caps.name(name)?;
+                    keep(m.as_str()).then(|| (p.clone(), Value::String(m.as_str().to_string())))
+                })
+                .collect())
+        }
+        _ => fail("internal: split parts do not fit the splitter"),
+    }
+}
+
+fn join(
+    pieces: &[(Path, Value)],
+    parts: &PartsIr,
+    splitter: &Splitter,
+    placeholder: Option<&str>,
+    joined: &Path,
+) -> Result<Option<String>, ConvertError> {
+    let get = |p: &Path| -> Result<Option<&str>, ConvertError> {
+        match pieces.iter().find(|(q, _)| q == p) {
+            None => Ok(None),
+            Some((_, Value::String(s))) => Ok(Some(s.as_str())),
+            Some((_, v)) => fail(format!(
+                "`{p}` must be a string to be joined into `{joined}`, found {}",
+                type_name(v)
+            )),
+        }
+    };
+    match (splitter, parts) {
+        (Splitter::Separator(sep), PartsIr::List(p)) => {
+            let Some((_, v)) = pieces.iter().find(|(q, _)| q == p) else {
+                return Ok(None);
+            };
+            let Value::Array(items) = v else {
+                return fail(format!(
+                    "`{p}` must be a list of strings, found {}",
+                    type_name(v)
+                ));
+            };
+            let mut strs = Vec::with_capacity(items.len());
+            for item in items {
+                let Some(s) = item.as_str() else {
+                    return fail(format!(
+                        "`{p}` must hold strings only, found {}",
+                        type_name(item)
+                    ));
+                };
+                if s.contains(sep.as_str()) {
+                    return fail(format!(
+                        "an element of `{p}` ({s:?}) contains the separator {sep:?}, so it would not split back"
+                    ));
+                }
+                strs.push(s);
+            }
+            Ok(Some(strs.join(sep)))
+        }
+        (Splitter::Separator(sep), PartsIr::Fields(paths)) => {
+            let mut values = Vec::new();
+            for p in paths {
+                values.push(get(p)?);
+            }
+            if values.iter().all(Option::is_none) {
+                return Ok(None);
+            }
+            // Trailing absent pieces are left out; absent pieces inside need a placeholder.
+            while values.last().is_some_and(Option::is_none) && placeholder.is_none() {
+                values.pop();
+            }
+            let mut out = Vec::new();
+            for (i, v) in values.iter().enumerate() {
+                match (v, placeholder) {
+                    (Some(s), _) => out.push(*s),
+                    (None, Some(ph)) => out.push(ph),
+                    (None, None) => {
+                        return fail(format!(
+                            "`{}` is absent but a later piece of `{joined}` is not; set `placeholder` to join it",
+                            paths[i]
+                        ));
+                    }
+                }
+            }
+            Ok(Some(out.join(sep)))
+        }
+        (Splitter::Pattern { template, .. }, PartsIr::Named(named)) => {
+            let mut any = false;
+            let mut out = String::new();
+            for piece in template {
+                match piece {
+                    TemplatePiece::Text(t) => out.push_str(t),
+                    TemplatePiece::Capture(name) => {
+                        let path = named.iter().find(|(n, _)| n == name).map(|(_, p)| p);
+                        let v = match path {
+                            Some(p) => get(p)?,
+                            None => None,
+                        };
+                        match (v, placeholder) {
+                            (Some(s), _) => {
+                                any = true;
+                                out.push_str(s);
+                            }
+                            (None, Some(ph)) => out.push_str(ph),
+                            (None, None) => {}
+                        }
+                    }
+                }
+            }
+            Ok(any.then_some(out))
+        }
+        _ => fail("internal: split parts do not fit the splitter"),
+    }
+}
+
+fn unwrap(v: Value, how: &WrapHow, at: &Path) -> Result<Option<Value>, ConvertError> {
+    match (how, v) {
+        (WrapHow::Key(k), Value::Object(mut m)) => {
+            let inner = m.shift_remove(k);
+            if !m.is_empty() {
+                let extra: Vec<&String> = m.keys().collect();
+                return fail(format!(
+                    "`{at}` holds fields other than `{k}` ({}), which the other version cannot hold",
+                    extra
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Ok(inner)
+        }
+        (WrapHow::List, Value::Array(mut a)) => match a.len() {
+            0 => Ok(None),
+            1 => Ok(a.pop()),
+            n => fail(format!(
+                "`{at}` holds {n} elements; only a one-element list converts"
+            )),
+        },
+        (WrapHow::Key(_), other) => fail(format!(
+            "`{at}` must be an object, found {}",
+            type_name(&other)
+        )),
+        (WrapHow::List, other) => fail(format!(
+            "`{at}` must be a list, found {}",
+            type_name(&other)
+        )),
+    }
+}
+
+fn list_to_map(v: Value, at: &Path, key: &str) -> Result<Value, ConvertError> {
+    let Value::Array(items) = v else {
+        return fail(format!("`{at}` must be a list, found {}", type_name(&v)));
+    };
+    let mut out = Map::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let Value::Object(mut m) = item else {
+            return fail(format!(
+                "`{at}[{i}]` must be an object with a `{key}` field, found {}",
+                type_name(&item)
+            ));
+        };
+        let name = match m.shift_remove(key) {
+            Some(Value::String(s)) => s,
+            Some(other) => {
+                return fail(format!(
+                    "`{at}[{i}].{key}` must be a string, found {}",
+                    type_name(&other)
+                ));
+            }
+            None => return fail(format!("`{at}[{i}]` has no `{key}`")),
+        };
+        if out.contains_key(&name) {
+            return fail(format!(
+                "`{at}` has two elements with {key} `{name}`; a map cannot hold both"
+            ));
+        }
+        out.insert(name, Value::Object(m));
+    }
+    Ok(Value::Object(out))
+}
+
+fn map_to_list(v: Value, at: &Path, key: &str) -> Result<Value, ConvertError> {
+    let Value::Object(m) = v else {
+        return fail(format!("`{at}` must be a map, found {}", type_name(&v)));
+    };
+    let mut out = Vec::with_capacity(m.len());
+    for (name, item) in m {
+        let Value::Object(fields) = item else {
+            return fail(format!(
+                "`{at}.{name}` must be an object, found {}",
+                type_name(&item)
+            ));
+        };
+        if fields.contains_key(key) {
+            return fail(format!(
+                "`{at}.{name}` already has a `{key}` field; it would clash with the map key"
+            ));
+        }
+        let mut element = Map::new();
+        element.insert(key.to_string(), Value::String(name));
+        element.extend(fields);
+        out.push(Value::Object(element));
+    }
+    Ok(Value::Array(out))
+}
+
+fn coerce(v: &Value, from: ScalarType, to: ScalarType, at: &Path) -> Result<Value, ConvertError> {
+    use ScalarType::*;
+    let wrong = || {
+        fail(format!(
+            "`{at}` should be {}, found {}",
+            type_word(from),
+            type_name(v)
+        ))
+    };
+    match (from, to, v) {
+        (Integer, String, Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            Ok(Value::String(n.to_string()))
+        }
+        (Number, String, Value::Number(n)) => Ok(Value::String(n.to_string())),
+        (Boolean, String, Value::Bool(b)) => Ok(Value::String(b.to_string())),
+        (String, Integer, Value::String(s)) => {
+            let n: Option<serde_json::Number> = s
+                .parse::<i64>()
+                .map(serde_json::Number::from)
+                .or_else(|_| s.parse::<u64>().map(serde_json::Number::from))
+                .ok();
+            match n {
+                Some(n) if n.to_string() == *s => Ok(Value::Number(n)),
+                _ => fail(format!(
+                    "`{at}` = {s:?} is not an integer in canonical form, so it cannot become one and come back"
+                )),
+            }
+        }
+        (String, Number, Value::String(s)) => {
+            let n = s
+                .parse::<i64>()
+                .map(serde_json::Number::from)
+                .ok()
+                .or_else(|| s.parse::<f64>().ok().and_then(serde_json::Number::from_f64));
+            match n {
+                Some(n) if n.to_string() == *s => Ok(Value::Number(n)),
+                _ => fail(format!(
+                    "`{at}` = {s:?} is not a number in canonical form, so it cannot become one and come back"
+                )),
+            }
+        }
+        (String, Boolean, Value::String(s)) => match s.as_str() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => fail(format!("`{at}` = {s:?} is not `true` or `false`")),
+        },
+        (Integer, Number, Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            Ok(Value::Number(n.clone()))
+        }
+        (Number, Integer, Value::Number(n)) => {
+            if n.is_i64() || n.is_u64() {
+                Ok(Value::Number(n.clone()))
+            } else {
+                fail(format!(
+                    "`{at}` = {n} has a fraction and cannot become an integer"
+                ))
+            }
+        }
+        _ => wrong(),
+    }
+}
+
+fn type_word(t: ScalarType) -> &'static str {
+    match t {
+        ScalarType::String => "a string",
+        ScalarType::Integer => "an integer",
+        ScalarType::Number => "a number",
+        ScalarType::Boolean => "a boolean",
+    }
+}
+
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// JSON equality where `1` and `1.0` are the same number.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y
+                || (x.as_f64().is_some() && x.as_f64() == y.as_f64() && !(x.is_u64() && y.is_u64()))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A stashed value, or the record that the field was absent.
+enum Stashed {
+    Value(Value),
+    Absent,
+}
+
+/// The stash annotations of the object being converted, parsed on first use
+/// and written back at the end.
+struct StashState {
+    /// Annotation key → its parsed content, for each annotation used so far.
+    annotations: Vec<(String, Map<String, Value>)>,
+    original: Option<Map<String, Value>>,
+}
+
+impl StashState {
+    fn load<'s>(
+        &'s mut self,
+        annotation: &str,
+    ) -> Result<&'s mut Map<String, Value>, ConvertError> {
+        if let Some(i) = self.annotations.iter().position(|(k, _)| k == annotation) {
+            return Ok(&mut self.annotations[i].1);
+        }
+        let raw = self
+            .original
+            .as_ref()
+            .and_then(|a| a.get(annotation))
+            .cloned();
+        let parsed = match raw {
+            None => Map::new(),
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+                Ok(Value::Object(m)) => m,
+                _ => {
+                    return fail(format!(
+                        "annotation `{annotation}` is not a stash the engine wrote (it must be a JSON object); remove it or fix it"
+                    ));
+                }
+            },
+            Some(_) => return fail(format!("annotation `{annotation}` is not a string")),
+        };
+        self.annotations.push((annotation.to_string(), parsed));
+        let n = self.annotations.len() - 1;
+        Ok(&mut self.annotations[n].1)
+    }
+
+    fn section<'s>(
+        &'s mut self,
+        annotation: &str,
+        section: &str,
+    ) -> Result<&'s mut Map<String, Value>, ConvertError> {
+        let content = self.load(annotation)?;
+        let entry = content
+            .entry(section.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        match entry {
+            Value::Object(m) => Ok(m),
+            _ => fail("internal: stash section is not an object"),
+        }
+    }
+
+    fn put(&mut self, annotation: &str, section: &str, key: &str, v: Value) {
+        if let Ok(s) = self.section(annotation, section) {
+            s.insert(key.to_string(), v);
+        }
+    }
+
+    fn mark_absent(&mut self, annotation: &str, section: &str, key: &str) {
+        if let Ok(s) = self.section(annotation, section) {
+            let list = s
+                .entry(ABSENT.to_string())
+                .or_insert_with(|| Value::Array(vec![]));
+            if let Value::Array(a) = list {
+                a.push(Value::String(key.to_string()));
+            }
+        }
+    }
+
+    fn take(
+        &mut self,
+        annotation: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<Option<Stashed>, ConvertError> {
+        let s = self.section(annotation, section)?;
+        if let Some(v) = s.shift_remove(key) {
+            return Ok(Some(Stashed::Value(v)));
+        }
+        if let Some(Value::Array(list)) = s.get_mut(ABSENT)
+            && let Some(i) = list.iter().position(|x| x.as_str() == Some(key))
+        {
+            list.remove(i);
+            if list.is_empty() {
+                s.shift_remove(ABSENT);
+            }
+            return Ok(Some(Stashed::Absent));
+        }
+        Ok(None)
+    }
+
+    /// Put the stash annotations back on the object, dropping empty ones.
+    fn write_back(mut self, obj: &mut Value) -> Result<(), ConvertError> {
+        if self.annotations.is_empty() {
+            return Ok(());
+        }
+        let _ = self.original.take();
+        let Some(meta) = obj.as_object_mut().map(|o| {
+            o.entry("metadata")
+                .or_insert_with(|| Value::Object(Map::new()))
+        }) else {
+            return Ok(());
+        };
+        let Value::Object(meta) = meta else {
+            return fail("metadata is not an object");
+        };
+        let had_annotations = meta.contains_key("annotations");
+        let ann = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(ann) = ann else {
+            return fail("metadata.annotations is not an object");
+        };
+        for (key, mut content) in self.annotations.drain(..) {
+            content.retain(|_, v| !matches!(v, Value::Object(m) if m.is_empty()));
+            if content.is_empty() {
+                ann.shift_remove(&key);
+            } else {
+                let text = serde_json::to_string(&Value::Object(content)).unwrap_or_default();
+                ann.insert(key, Value::String(text));
+            }
+        }
+        let size: usize = ann
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if ann.is_empty() {
+            meta.shift_remove("annotations");
+        }
+        let _ = had_annotations;
+        if size > ANNOTATIONS_LIMIT {
+            return fail(format!(
+                "stashing makes the object's annotations {size} bytes, over the apiserver's limit of {ANNOTATIONS_LIMIT} (256 KiB)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl StashState {
+    fn with_original(obj: &Value) -> Self {
+        StashState {
+            annotations: Vec::new(),
+            original: obj
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .cloned(),
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! The compiled rule IR: what the engine evaluates.
+//!
+//! Rules live in one flat arena ([`Ir::rules`]) addressed by [`RuleId`];
+//! resources and `forEach` rules hold lists of ids. Every rule records the
+//! paths it reads and writes on each side, so later stages (the losslessness
+//! analysis, the fast path that splices untouched JSON) know what a
+//! conversion touches without running it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::cel::CelProgram;
+use crate::document::{ScalarType, Scope, Unmapped};
+use crate::path::Path;
+use crate::source::Loc;
+
+/// Index of a rule in [`Ir::rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RuleId(pub u32);
+
+/// Which way a conversion goes: `Down` is hub→spoke, `Up` is spoke→hub.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Down,
+    Up,
+}
+
+/// A side of a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Hub,
+    Spoke,
+}
+
+impl Side {
+    /// The side a conversion in `dir` reads from.
+    pub fn source_of(dir: Direction) -> Side {
+        match dir {
+            Direction::Down => Side::Hub,
+            Direction::Up => Side::Spoke,
+        }
+    }
+}
+
+/// Why the compiler accepts a rule as lossless (or does not claim it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// The rule's two directions are inverse by construction (within the
+    /// conditions the language reference lists for it).
+    Invertible,
+    /// CEL whose declared examples pass both ways.
+    CoveredByExamples,
+    /// The author acknowledged loss with `lossy: true`.
+    AcknowledgedLossy,
+}
+
+/// The complete compiled Katalog.
+#[derive(Debug)]
+pub struct Ir {
+    pub resources: Vec<ResourceIr>,
+    pub rules: Vec<RuleIr>,
+    /// Names of the sources compiled, in order.
+    pub sources: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct ResourceIr {
+    pub group: String,
+    pub kind: String,
+    pub plural: String,
+    pub scope: Scope,
+    pub hub: String,
+    pub versions: Vec<VersionIr>,
+    pub stash_annotation: String,
+    pub crd: Option<String>,
+    pub loc: Option<Loc>,
+}
+
+#[derive(Debug)]
+pub struct VersionIr {
+    pub name: String,
+    /// Empty for the hub and for spokes identical to it.
+    pub rules: Vec<RuleId>,
+}
+
+#[derive(Debug)]
+pub struct RuleIr {
+    pub op: Op,
+    /// Paths on the hub side: read on the way down, written on the way up.
+    pub hub_paths: Vec<Path>,
+    /// Paths on the spoke side: written on the way down, read on the way up.
+    pub spoke_paths: Vec<Path>,
+    pub proof: Proof,
+    /// Where the rule was written, e.g. `crontab.yaml:12:11 (rename)`.
+    pub origin: String,
+}
+
+impl RuleIr {
+    /// Paths read when converting in `dir`.
+    pub fn reads(&self, dir: Direction) -> &[Path] {
+        match dir {
+            Direction::Down => &self.hub_paths,
+            Direction::Up => &self.spoke_paths,
+        }
+    }
+    /// Paths written when converting in `dir`.
+    pub fn writes(&self, dir: Direction) -> &[Path] {
+        match dir {
+            Direction::Down => &self.spoke_paths,
+            Direction::Up => &self.hub_paths,
+        }
+    }
+}
+
+/// How a joined string is cut.
+#[derive(Debug, Clone)]
+pub enum Splitter {
+    Separator(String),
+    Pattern {
+        regex: Regex,
+        template: Vec<TemplatePiece>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplatePiece {
+    Text(String),
+    Capture(String),
+}
+
+/// Where the pieces go.
+#[derive(Debug, Clone)]
+pub enum PartsIr {
+    List(Path),
+    Fields(Vec<Path>),
+    Named(Vec<(String, Path)>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WrapHow {
+    Key(String),
+    List,
+}
+
+/// One operation. Each is described by its hub form and its spoke form; the
+/// evaluator derives both directions.
+#[derive(Debug)]
+pub enum Op {
+    /// `hub` on the hub is `spoke` on the spoke.
+    Move { hub: Path, spoke: Path },
+    /// A field only `side` has, kept in an annotation while the object is on
+    /// the other side. `section` is the version that owns the field.
+    Stash {
+        side: Side,
+        path: Path,
+        annotation: String,
+        section: String,
+        default: Option<Value>,
+    },
+    /// A hub-only field filled on the way up; dropped on the way down.
+    Default { hub: Path, value: Value },
+    /// A field only `side` has, set to `value` when converting to that side,
+    /// dropped when converting away.
+    Constant {
+        side: Side,
+        path: Path,
+        value: Value,
+    },
+    /// A field only `side` has, dropped when converting away from it.
+    Delete { side: Side, path: Path },
+    EnumMap {
+        hub: Path,
+        spoke: Path,
+        to_spoke: BTreeMap<String, String>,
+        to_hub: BTreeMap<String, String>,
+        unmapped: Unmapped,
+    },
+    Coerce {
+        hub: Path,
+        spoke: Path,
+        hub_type: ScalarType,
+        spoke_type: ScalarType,
+    },
+    /// `joined` (on `joined_side`) is one string; `parts` (other side) its pieces.
+    Split {
+        joined_side: Side,
+        joined: Path,
+        parts: PartsIr,
+        splitter: Splitter,
+        placeholder: Option<String>,
+    },
+    /// `plain` (on the other side) is `wrapped` (on `wrapped_side`) unwrapped.
+    Wrap {
+        wrapped_side: Side,
+        plain: Path,
+        wrapped: Path,
+        how: WrapHow,
+    },
+    /// `list` (on `list_side`) is a list of objects; `map` the same keyed by `key`.
+    ListMap {
+        list_side: Side,
+        list: Path,
+        map: Path,
+        key: String,
+    },
+    ForEach {
+        hub: Path,
+        spoke: Path,
+        rules: Vec<RuleId>,
+    },
+    Cel {
+        hub: Path,
+        spoke: Path,
+        to_spoke: CelProgram,
+        to_hub: CelProgram,
+    },
+}
+
+impl Ir {
+    pub fn rule(&self, id: RuleId) -> &RuleIr {
+        &self.rules[id.0 as usize]
+    }
+
+    /// The resource with this group and kind.
+    pub fn resource(&self, group: &str, kind: &str) -> Option<&ResourceIr> {
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.kind == kind)
+    }
+}
+
+impl ResourceIr {
+    pub fn version(&self, name: &str) -> Option<&VersionIr> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+    pub fn served(&self) -> impl Iterator<Item = &str> {
+        self.versions.iter().map(|v| v.name.as_str())
+    }
+}
+
+fn side_name(s: Side) -> &'static str {
+    match s {
+        Side::Hub => "hub",
+        Side::Spoke => "spoke",
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Move { hub, spoke } => write!(f, "move hub:{hub} <-> spoke:{spoke}"),
+            Op::Stash {
+                side,
+                path,
+                annotation,
+                section,
+                default,
+            } => {
+                write!(
+                    f,
+                    "stash {}:{path} in annotation {annotation:?} section {section:?}",
+                    side_name(*side)
+                )?;
+                if let Some(d) = default {
+                    write!(f, " default {d}")?;
+                }
+                Ok(())
+            }
+            Op::Default { hub, value } => write!(f, "default hub:{hub} = {value}"),
+            Op::Constant { side, path, value } => {
+                write!(f, "constant {}:{path} = {value}", side_name(*side))
+            }
+            Op::Delete { side, path } => write!(f, "delete {}:{path}", side_name(*side)),
+            Op::EnumMap {
+                hub,
+                spoke,
+                to_spoke,
+                unmapped,
+                ..
+            } => write!(
+                f,
+                "enumMap hub:{hub} <-> spoke:{spoke} {to_spoke:?} unmapped={unmapped:?}"
+            ),
+            Op::Coerce {
+                hub,
+                spoke,
+                hub_type,
+                spoke_type,
+            } => write!(
+                f,
+                "coerce hub:{hub} ({hub_type:?}) <-> spoke:{spoke} ({spoke_type:?})"
+            ),
+            Op::Split {
+                joined_side,
+                joined,
+                parts,
+                splitter,
+                placeholder,
+            } => {
+                write!(f, "split {}:{joined} <-> ", side_name(*joined_side))?;
+                match parts {
+                    PartsIr::List(p) => write!(f, "list {p}")?,
+                    PartsIr::Fields(ps) => {
+                        let v: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+                        write!(f, "fields [{}]", v.join(", "))?
+                    }
+                    PartsIr::Named(ps) => {
+                        let v: Vec<String> = ps.iter().map(|(n, p)| format!("{n}={p}")).collect();
+                        write!(f, "captures [{}]", v.join(", "))?
+                    }
+                }
+                match splitter {
+                    Splitter::Separator(s) => write!(f, " by {s:?}")?,
+                    Splitter::Pattern { regex, .. } => write!(f, " by /{}/", regex.as_str())?,
+                }
+                if let Some(p) = placeholder {
+                    write!(f, " placeholder {p:?}")?;
+                }
+                Ok(())
+            }
+            Op::Wrap {
+                wrapped_side,
+                plain,
+                wrapped,
+                how,
+            } => {
+                let how = match how {
+                    WrapHow::Key(k) => format!("under key {k:?}"),
+                    WrapHow::List => "as single-element list".into(),
+                };
+                write!(
+                    f,
+                    "wrap {plain} <-> {}:{wrapped} {how}",
+                    side_name(*wrapped_side)
+                )
+            }
+            Op::ListMap {
+                list_side,
+                list,
+                map,
+                key,
+            } => write!(
+                f,
+                "listMap {}:{list} (list) <-> {map} (map by {key:?})",
+                side_name(*list_side)
+            ),
+            Op::ForEach { hub, spoke, rules } => {
+                write!(
+                    f,
+                    "forEach hub:{hub}[*] <-> spoke:{spoke}[*] rules {rules:?}"
+                )
+            }
+            Op::Cel {
+                hub,
+                spoke,
+                to_spoke,
+                to_hub,
+            } => write!(
+                f,
+                "cel hub:{hub} <-> spoke:{spoke} toSpoke `{}` toHub `{}`",
+                to_spoke.source(),
+                to_hub.source()
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Ir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "# sources: {}", self.sources.join(", "))?;
+        for r in &self.resources {
+            writeln!(
+                f,
+                "resource {}/{} plural={} scope={:?} hub={} stash={:?}",
+                r.group, r.kind, r.plural, r.scope, r.hub, r.stash_annotation
+            )?;
+            for v in &r.versions {
+                if v.name == r.hub {
+                    writeln!(f, "  version {} (hub)", v.name)?;
+                    continue;
+                }
+                writeln!(f, "  version {} ({} rules)", v.name, v.rules.len())?;
+                for id in &v.rules {
+                    self.fmt_rule(f, *id, 4)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Ir {
+    fn fmt_rule(&self, f: &mut fmt::Formatter<'_>, id: RuleId, indent: usize) -> fmt::Result {
+        let rule = self.rule(id);
+        let pad = " ".repeat(indent);
+        let list = |ps: &[Path]| {
+            ps.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        writeln!(f, "{pad}#{} {}", id.0, rule.op)?;
+        writeln!(
+            f,
+            "{pad}   hub paths [{}] spoke paths [{}] proof {:?} from {}",
+            list(&rule.hub_paths),
+            list(&rule.spoke_paths),
+            rule.proof,
+            rule.origin
+        )?;
+        if let Op::ForEach { rules, .. } = &rule.op {
+            for nested in rules {
+                self.fmt_rule(f, *nested, indent + 4)?;
+            }
+        }
+        Ok(())
+    }
+}

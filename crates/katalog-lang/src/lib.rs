@@ -1,0 +1,63 @@
+//! The Katalog language: load → compile → IR → evaluate.
+//!
+//! Pure: this crate takes text and JSON values and returns values and errors.
+//! It has no async runtime, no HTTP server, no Kubernetes client and does no
+//! file watching; the CLI and the runtime build on it.
+//!
+//! ```
+//! use katalog_lang::{Source, compile_sources, convert::convert};
+//! use serde_json::json;
+//!
+//! let text = r#"
+//! apiVersion: katalog.dev/v1alpha1
+//! kind: Katalog
+//! metadata: {name: demo}
+//! spec:
+//!   resources:
+//!     - group: stable.example.com
+//!       kind: CronTab
+//!       plural: crontabs
+//!       hub: v1
+//!       versions: [v1, v1beta1]
+//!       conversion:
+//!         v1beta1:
+//!           - rename: {hub: spec.schedule, spoke: spec.cronSpec}
+//! "#;
+//! let ir = compile_sources(&[Source::new("demo.yaml", text)]).unwrap();
+//! let hub = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+//!                  "metadata": {"name": "a"}, "spec": {"schedule": "* * * * *"}});
+//! let spoke = convert(&ir, &hub, "stable.example.com/v1beta1").unwrap();
+//! assert_eq!(spoke["spec"], json!({"cronSpec": "* * * * *"}));
+//! assert_eq!(convert(&ir, &spoke, "stable.example.com/v1").unwrap(), hub);
+//! ```
+
+pub mod cel;
+pub mod compile;
+pub mod convert;
+pub mod document;
+pub mod error;
+pub mod ir;
+pub mod load;
+pub mod path;
+pub mod review;
+pub mod source;
+pub mod suite;
+
+pub use error::{Diagnostic, Diagnostics, ErrorKind};
+pub use ir::Ir;
+pub use source::Source;
+
+/// Load and compile a Katalog made of these sources.
+/// Every error of every stage is reported together.
+pub fn compile_sources(sources: &[Source]) -> Result<Ir, Diagnostics> {
+    let (loaded, mut diags) = load::load(sources);
+    match compile::compile(&loaded) {
+        Ok(ir) if diags.is_empty() => Ok(ir),
+        Ok(_) => Err(diags),
+        Err(more) => {
+            diags.0.extend(more.0);
+            diags.sort();
+            Err(diags)
+        }
+    }
+}

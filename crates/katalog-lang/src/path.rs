@@ -1,0 +1,540 @@
+//! Field paths: the one syntax a Katalog uses to name a place in an object.
+//!
+//! ```text
+//! spec.schedule                         keys separated by dots
+//! metadata.annotations["example.com/x"] a quoted key may hold dots, slashes, anything
+//! spec.containers[0].image              a list element by index
+//! spec.containers[*].image              every element (admission rules only)
+//! ```
+//!
+//! Quoted keys use JSON string syntax (`"a\"b"`); single quotes work too
+//! (`['a.b']`). A plain key is made of letters, digits, `_`, `-`, `$`, `@`.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// One step of a [`Path`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+    /// `[*]`: every element of a list.
+    Wildcard,
+}
+
+/// A parsed path. The empty path names the whole value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Path {
+    segments: Vec<Segment>,
+}
+
+/// Why a path did not parse; `offset` is a byte offset into the path text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid path `{text}` at character {}: {reason}", offset + 1)]
+pub struct PathError {
+    pub text: String,
+    pub offset: usize,
+    pub reason: String,
+}
+
+fn is_plain_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '$' | '@')
+}
+
+impl Path {
+    pub fn root() -> Self {
+        Self::default()
+    }
+
+    pub fn from_segments(segments: Vec<Segment>) -> Self {
+        Self { segments }
+    }
+
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    pub fn has_wildcard(&self) -> bool {
+        self.segments.iter().any(|s| matches!(s, Segment::Wildcard))
+    }
+
+    /// True when the path uses only object keys (no index, no wildcard).
+    pub fn is_keys_only(&self) -> bool {
+        self.segments.iter().all(|s| matches!(s, Segment::Key(_)))
+    }
+
+    pub fn starts_with(&self, prefix: &Path) -> bool {
+        self.segments.starts_with(&prefix.segments)
+    }
+
+    /// True when one path is a prefix of the other (they name overlapping subtrees).
+    pub fn overlaps(&self, other: &Path) -> bool {
+        self.starts_with(other) || other.starts_with(self)
+    }
+
+    pub fn join(&self, other: &Path) -> Path {
+        let mut segments = self.segments.clone();
+        segments.extend(other.segments.iter().cloned());
+        Path { segments }
+    }
+
+    pub fn child(&self, key: impl Into<String>) -> Path {
+        let mut segments = self.segments.clone();
+        segments.push(Segment::Key(key.into()));
+        Path { segments }
+    }
+
+    pub fn index(&self, index: usize) -> Path {
+        let mut segments = self.segments.clone();
+        segments.push(Segment::Index(index));
+        Path { segments }
+    }
+
+    /// Parse the textual form.
+    pub fn parse(text: &str) -> Result<Path, PathError> {
+        let err = |offset: usize, reason: &str| PathError {
+            text: text.to_string(),
+            offset,
+            reason: reason.to_string(),
+        };
+        let bytes = text.as_bytes();
+        let mut segments = Vec::new();
+        let mut i = 0;
+        if text.is_empty() {
+            return Err(err(0, "a path may not be empty"));
+        }
+        let mut expect_key = true;
+        while i < bytes.len() {
+            let c = bytes[i] as char;
+            if c == '[' {
+                let (segment, next) = parse_bracket(text, i).map_err(|(o, r)| err(o, &r))?;
+                segments.push(segment);
+                i = next;
+                expect_key = false;
+            } else if c == '.' {
+                if expect_key {
+                    return Err(err(i, "expected a key before `.`"));
+                }
+                i += 1;
+                if i >= bytes.len() {
+                    return Err(err(i - 1, "a path may not end with `.`"));
+                }
+                if bytes[i] == b'[' || bytes[i] == b'.' {
+                    return Err(err(i, "expected a key after `.`"));
+                }
+                expect_key = true;
+            } else if expect_key {
+                let start = i;
+                while i < bytes.len() && is_plain_key_char(text[i..].chars().next().unwrap_or('.'))
+                {
+                    i += 1;
+                }
+                if i == start {
+                    let bad = text[i..].chars().next().unwrap_or(' ');
+                    return Err(err(
+                        i,
+                        &format!(
+                            "unexpected `{bad}`; quote keys with special characters: [\"{}\"]",
+                            text[i..].split(['.', '[']).next().unwrap_or("")
+                        ),
+                    ));
+                }
+                segments.push(Segment::Key(text[start..i].to_string()));
+                expect_key = false;
+            } else {
+                // A plain key ran into a character plain keys cannot hold.
+                let bad = text[i..].chars().next().unwrap_or(' ');
+                let key_start = text[..i].rfind(['.', ']']).map_or(0, |p| p + 1);
+                let key_end = text[i..].find(['.', '[']).map_or(text.len(), |p| i + p);
+                return Err(err(
+                    i,
+                    &format!(
+                        "unexpected `{bad}`; quote keys with special characters: [\"{}\"]",
+                        &text[key_start..key_end]
+                    ),
+                ));
+            }
+        }
+        Ok(Path { segments })
+    }
+
+    /// The value at this path, if present. A wildcard never matches here; use
+    /// [`Path::select`] for that.
+    pub fn get<'v>(&self, value: &'v Value) -> Option<&'v Value> {
+        let mut cur = value;
+        for seg in &self.segments {
+            cur = match (seg, cur) {
+                (Segment::Key(k), Value::Object(m)) => m.get(k)?,
+                (Segment::Index(i), Value::Array(a)) => a.get(*i)?,
+                _ => return None,
+            };
+        }
+        Some(cur)
+    }
+
+    /// Every value the path selects, expanding wildcards, with its concrete path.
+    pub fn select<'v>(&self, value: &'v Value) -> Vec<(Path, &'v Value)> {
+        let mut out = Vec::new();
+        select_into(&self.segments, value, Path::root(), &mut out);
+        out
+    }
+
+    /// Remove the value at this path and return it. Objects that become empty
+    /// because of the removal are removed too (they only existed to hold it).
+    pub fn take(&self, value: &mut Value) -> Option<Value> {
+        let (taken, _) = take_rec(&self.segments, value)?;
+        Some(taken)
+    }
+
+    /// Set the value at this path, creating intermediate objects. Fails when an
+    /// intermediate value exists and is not an object (or a list for an index).
+    pub fn set(&self, value: &mut Value, new: Value) -> Result<(), String> {
+        let Some((last, parents)) = self.segments.split_last() else {
+            *value = new;
+            return Ok(());
+        };
+        let mut cur = value;
+        for (depth, seg) in parents.iter().enumerate() {
+            cur = match seg {
+                Segment::Key(k) => {
+                    if cur.is_null() {
+                        *cur = Value::Object(Map::new());
+                    }
+                    let Value::Object(m) = cur else {
+                        return Err(format!(
+                            "cannot set `{self}`: `{}` is not an object",
+                            Path::from_segments(self.segments[..depth].to_vec())
+                        ));
+                    };
+                    m.entry(k.clone()).or_insert(Value::Null)
+                }
+                Segment::Index(i) => match cur {
+                    Value::Array(a) if *i < a.len() => &mut a[*i],
+                    _ => {
+                        return Err(format!(
+                            "cannot set `{self}`: no list element at `{}`",
+                            Path::from_segments(self.segments[..=depth].to_vec())
+                        ));
+                    }
+                },
+                Segment::Wildcard => return Err(format!("cannot set `{self}`: it has a wildcard")),
+            };
+        }
+        match last {
+            Segment::Key(k) => {
+                if cur.is_null() {
+                    *cur = Value::Object(Map::new());
+                }
+                match cur {
+                    Value::Object(m) => {
+                        m.insert(k.clone(), new);
+                        Ok(())
+                    }
+                    _ => Err(format!(
+                        "cannot set `{self}`: `{}` is not an object",
+                        Path::from_segments(parents.to_vec())
+                    )),
+                }
+            }
+            Segment::Index(i) => match cur {
+                Value::Array(a) if *i < a.len() => {
+                    a[*i] = new;
+                    Ok(())
+                }
+                _ => Err(format!("cannot set `{self}`: no list element there")),
+            },
+            Segment::Wildcard => Err(format!("cannot set `{self}`: it has a wildcard")),
+        }
+    }
+
+    /// The RFC 6901 JSON Pointer of a concrete path (no wildcard).
+    pub fn to_json_pointer(&self) -> String {
+        let mut out = String::new();
+        for seg in &self.segments {
+            out.push('/');
+            match seg {
+                Segment::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
+                Segment::Index(i) => out.push_str(&i.to_string()),
+                Segment::Wildcard => out.push('*'),
+            }
+        }
+        out
+    }
+}
+
+fn select_into<'v>(
+    segments: &[Segment],
+    value: &'v Value,
+    here: Path,
+    out: &mut Vec<(Path, &'v Value)>,
+) {
+    let Some((first, rest)) = segments.split_first() else {
+        out.push((here, value));
+        return;
+    };
+    match (first, value) {
+        (Segment::Key(k), Value::Object(m)) => {
+            if let Some(v) = m.get(k) {
+                select_into(rest, v, here.child(k.clone()), out);
+            }
+        }
+        (Segment::Index(i), Value::Array(a)) => {
+            if let Some(v) = a.get(*i) {
+                select_into(rest, v, here.index(*i), out);
+            }
+        }
+        (Segment::Wildcard, Value::Array(a)) => {
+            for (i, v) in a.iter().enumerate() {
+                select_into(rest, v, here.index(i), out);
+            }
+        }
+        (Segment::Wildcard, Value::Object(m)) => {
+            for (k, v) in m {
+                select_into(rest, v, here.child(k.clone()), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Returns the taken value and whether the container it came from is now empty.
+fn take_rec(segments: &[Segment], value: &mut Value) -> Option<(Value, bool)> {
+    let (first, rest) = segments.split_first()?;
+    match (first, value) {
+        (Segment::Key(k), Value::Object(m)) => {
+            if rest.is_empty() {
+                let taken = m.shift_remove(k)?;
+                return Some((taken, m.is_empty()));
+            }
+            let child = m.get_mut(k)?;
+            let (taken, child_empty) = take_rec(rest, child)?;
+            if child_empty {
+                m.shift_remove(k);
+            }
+            Some((taken, m.is_empty()))
+        }
+        (Segment::Index(i), Value::Array(a)) => {
+            if rest.is_empty() {
+                // Removing a list element would shift its siblings: leave null.
+                let slot = a.get_mut(*i)?;
+                return Some((std::mem::take(slot), false));
+            }
+            let child = a.get_mut(*i)?;
+            let (taken, _) = take_rec(rest, child)?;
+            Some((taken, false))
+        }
+        _ => None,
+    }
+}
+
+fn parse_bracket(text: &str, open: usize) -> Result<(Segment, usize), (usize, String)> {
+    let bytes = text.as_bytes();
+    let mut i = open + 1;
+    let Some(&c) = bytes.get(i) else {
+        return Err((open, "unclosed `[`".into()));
+    };
+    let segment = match c {
+        b'*' => {
+            i += 1;
+            Segment::Wildcard
+        }
+        b'0'..=b'9' => {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            let n = text[start..i]
+                .parse::<usize>()
+                .map_err(|_| (start, "list index too large".to_string()))?;
+            Segment::Index(n)
+        }
+        b'"' | b'\'' => {
+            let quote = c as char;
+            let mut key = String::new();
+            i += 1;
+            let mut chars = text[i..].char_indices();
+            let mut closed = None;
+            while let Some((off, ch)) = chars.next() {
+                if ch == '\\' {
+                    match chars.next() {
+                        Some((_, e @ ('"' | '\'' | '\\' | '/'))) => key.push(e),
+                        Some((_, 'n')) => key.push('\n'),
+                        Some((_, 't')) => key.push('\t'),
+                        Some((eo, other)) => {
+                            return Err((i + eo, format!("unknown escape `\\{other}`")));
+                        }
+                        None => break,
+                    }
+                } else if ch == quote {
+                    closed = Some(i + off + 1);
+                    break;
+                } else {
+                    key.push(ch);
+                }
+            }
+            let Some(after) = closed else {
+                return Err((open, format!("unclosed quoted key; add a closing {quote}")));
+            };
+            i = after;
+            Segment::Key(key)
+        }
+        _ => {
+            return Err((
+                i,
+                "expected a list index, `*` or a quoted key inside `[ ]`".into(),
+            ));
+        }
+    };
+    if bytes.get(i) != Some(&b']') {
+        return Err((i, "expected `]`".into()));
+    }
+    Ok((segment, i + 1))
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.segments.is_empty() {
+            return f.write_str("<root>");
+        }
+        for (n, seg) in self.segments.iter().enumerate() {
+            match seg {
+                Segment::Key(k) if !k.is_empty() && k.chars().all(is_plain_key_char) => {
+                    if n > 0 {
+                        f.write_str(".")?;
+                    }
+                    f.write_str(k)?;
+                }
+                Segment::Key(k) => {
+                    let quoted = serde_json::to_string(k).map_err(|_| fmt::Error)?;
+                    write!(f, "[{quoted}]")?;
+                }
+                Segment::Index(i) => write!(f, "[{i}]")?,
+                Segment::Wildcard => f.write_str("[*]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Path {
+    type Err = PathError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Path::parse(s)
+    }
+}
+
+impl serde::Serialize for Path {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(s: &str) -> Path {
+        Path::parse(s).unwrap()
+    }
+
+    #[test]
+    fn parses_and_prints_every_form() {
+        for text in [
+            "spec.schedule",
+            r#"metadata.annotations["example.com/x"]"#,
+            "spec.containers[0].image",
+            "spec.containers[*].image",
+            r#"["a.b"].c"#,
+            r#"x["with \"quote\""]"#,
+            r#"x["tilde~and/slash"]"#,
+        ] {
+            assert_eq!(p(text).to_string(), text, "round trip of {text}");
+        }
+        assert_eq!(p("a['b.c']").to_string(), r#"a["b.c"]"#);
+        assert_eq!(
+            p(r#"metadata.annotations["example.com/x"]"#).segments(),
+            &[
+                Segment::Key("metadata".into()),
+                Segment::Key("annotations".into()),
+                Segment::Key("example.com/x".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_paths_with_a_position() {
+        let cases = [
+            ("", 0, "a path may not be empty"),
+            ("a..b", 2, "expected a key after `.`"),
+            ("a.", 1, "a path may not end with `.`"),
+            (".a", 0, "expected a key before `.`"),
+            ("a[", 1, "unclosed `[`"),
+            (
+                "a[x]",
+                2,
+                "expected a list index, `*` or a quoted key inside `[ ]`",
+            ),
+            ("a[\"x]", 1, "unclosed quoted key; add a closing \""),
+            ("a[0", 3, "expected `]`"),
+            (
+                "a/b",
+                1,
+                "unexpected `/`; quote keys with special characters: [\"a/b\"]",
+            ),
+            (
+                "x.y z.w",
+                3,
+                "unexpected ` `; quote keys with special characters: [\"y z\"]",
+            ),
+        ];
+        for (text, offset, reason) in cases {
+            let e = Path::parse(text).unwrap_err();
+            assert_eq!((e.offset, e.reason.as_str()), (offset, reason), "{text}");
+        }
+    }
+
+    #[test]
+    fn get_set_take() {
+        let mut v = json!({"spec": {"a": {"b": 1}, "keep": true}, "list": [1, {"x": 2}]});
+        assert_eq!(p("spec.a.b").get(&v), Some(&json!(1)));
+        assert_eq!(p("list[1].x").get(&v), Some(&json!(2)));
+        assert_eq!(p("spec.missing.deeper").get(&v), None);
+        assert_eq!(p("spec.a.b").take(&mut v), Some(json!(1)));
+        // the emptied parent `a` goes with it, `spec` stays because of `keep`
+        assert_eq!(v["spec"], json!({"keep": true}));
+        p("spec.new.deep").set(&mut v, json!("x")).unwrap();
+        assert_eq!(v["spec"]["new"], json!({"deep": "x"}));
+        let err = p("spec.keep.inner").set(&mut v, json!(1)).unwrap_err();
+        assert_eq!(
+            err,
+            "cannot set `spec.keep.inner`: `spec.keep` is not an object"
+        );
+        assert_eq!(p("nothing.here").take(&mut v), None);
+    }
+
+    #[test]
+    fn select_expands_wildcards() {
+        let v = json!({"c": [{"n": "a"}, {"m": 1}, {"n": "b"}]});
+        let got: Vec<String> = p("c[*].n")
+            .select(&v)
+            .into_iter()
+            .map(|(path, val)| format!("{path}={val}"))
+            .collect();
+        assert_eq!(got, ["c[0].n=\"a\"", "c[2].n=\"b\""]);
+    }
+
+    #[test]
+    fn json_pointer_escapes() {
+        assert_eq!(
+            p(r#"metadata.labels["app.kubernetes.io/name"]"#).to_json_pointer(),
+            "/metadata/labels/app.kubernetes.io~1name"
+        );
+        assert_eq!(p(r#"a["x~y"][3]"#).to_json_pointer(), "/a/x~0y/3");
+    }
+}

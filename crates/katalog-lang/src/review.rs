@@ -1,0 +1,299 @@
+//! The ConversionReview protocol as one pure function.
+//!
+//! The apiserver (`webhook_converter.go`) sends `apiextensions.k8s.io/v1` or
+//! `v1beta1` reviews; the response echoes the request's apiVersion and uid.
+//! Either every object converts, or the response is a `Failure` naming the
+//! first object that did not and the rule that stopped it.
+
+use kube_core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube_core::response::Status;
+use serde_json::Value;
+
+use crate::convert::{convert, split_api_version};
+use crate::ir::Ir;
+
+/// The review versions the apiserver may send.
+pub const CONVERSION_REVIEW_VERSIONS: [&str; 2] =
+    ["apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"];
+
+/// A review that cannot be answered at all (no request to echo).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    #[error("failed to read the ConversionReview: {0}")]
+    Malformed(String),
+    #[error("failed to read the ConversionReview: it has no `request`")]
+    NoRequest,
+    #[error(
+        "unsupported ConversionReview apiVersion `{0}` (expected apiextensions.k8s.io/v1 or v1beta1)"
+    )]
+    UnsupportedVersion(String),
+}
+
+/// Answer a ConversionReview given as JSON.
+pub fn review_conversion(ir: &Ir, review: &Value) -> Result<Value, ReviewError> {
+    let review: ConversionReview = serde_json::from_value(review.clone())
+        .map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    if !CONVERSION_REVIEW_VERSIONS.contains(&review.types.api_version.as_str()) {
+        return Err(ReviewError::UnsupportedVersion(review.types.api_version));
+    }
+    let request = ConversionRequest::try_from(review).map_err(|_| ReviewError::NoRequest)?;
+    let response = answer(ir, request);
+    serde_json::to_value(response.into_review()).map_err(|e| ReviewError::Malformed(e.to_string()))
+}
+
+/// Answer a ConversionReview given as bytes (what the server receives).
+pub fn review_conversion_bytes(ir: &Ir, body: &[u8]) -> Result<Value, ReviewError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    review_conversion(ir, &value)
+}
+
+fn answer(ir: &Ir, request: ConversionRequest) -> ConversionResponse {
+    let desired = request.desired_api_version.clone();
+    let objects = request.objects.clone();
+    let response = ConversionResponse::for_request(request);
+    let mut converted = Vec::with_capacity(objects.len());
+    for (i, object) in objects.iter().enumerate() {
+        match convert(ir, object, &desired).and_then(|out| {
+            check_invariants(object, &out)?;
+            Ok(out)
+        }) {
+            Ok(out) => converted.push(out),
+            Err(e) => {
+                let message = format!(
+                    "failed to convert object {i} ({}) to {desired}: {e}",
+                    describe(object)
+                );
+                return response.failure(Status::failure(&message, "ConversionFailed"));
+            }
+        }
+    }
+    response.success(converted)
+}
+
+fn describe(object: &Value) -> String {
+    let get = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (group, version) = split_api_version(get("/apiVersion"));
+    let ns = get("/metadata/namespace");
+    let name = get("/metadata/name");
+    let who = if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    format!(
+        "{} {who} at {}{version}",
+        get("/kind"),
+        if group.is_empty() {
+            String::new()
+        } else {
+            format!("{group}/")
+        }
+    )
+}
+
+/// What `webhook_converter.go` rejects: a changed kind, and metadata changes
+/// other than labels and annotations.
+fn check_invariants(input: &Value, output: &Value) -> Result<(), crate::convert::ConvertError> {
+    let err = |message: String| crate::convert::ConvertError {
+        message,
+        rule: None,
+    };
+    if input.get("kind") != output.get("kind") {
+        return Err(err("the conversion changed `kind`".into()));
+    }
+    let strip = |v: Option<&Value>| -> Value {
+        let mut m = v.cloned().unwrap_or(Value::Null);
+        if let Value::Object(o) = &mut m {
+            o.shift_remove("labels");
+            o.shift_remove("annotations");
+        }
+        m
+    };
+    if strip(input.get("metadata")) != strip(output.get("metadata")) {
+        return Err(err(
+            "the conversion changed metadata other than labels and annotations".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Source;
+    use serde_json::json;
+
+    fn crontab() -> Ir {
+        let text = include_str!("../../../katalogs/crontab.yaml");
+        crate::compile_sources(&[Source::new("crontab.yaml", text)]).expect("crontab compiles")
+    }
+
+    fn review(ir: &Ir, body: &str) -> Value {
+        review_conversion_bytes(ir, body.as_bytes()).expect("a well-formed review")
+    }
+
+    #[test]
+    fn v1_review_converts_mixed_source_versions_in_order() {
+        let out = review(
+            &crontab(),
+            include_str!("testdata/conversion-review-v1.json"),
+        );
+        assert_eq!(out["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(out["kind"], "ConversionReview");
+        let resp = &out["response"];
+        assert_eq!(resp["uid"], "0000000-0000-0000-0000-000000000000");
+        assert_eq!(resp["result"]["status"], "Success");
+        let objs = resp["convertedObjects"].as_array().unwrap();
+        assert_eq!(objs.len(), 2);
+        assert_eq!(objs[0]["apiVersion"], "stable.example.com/v2");
+        assert_eq!(
+            objs[0]["metadata"]["uid"],
+            "6c9a5f5e-2a57-4c5b-9d4e-1f0e3b1c2d3e"
+        );
+        assert_eq!(
+            objs[0]["spec"],
+            json!({"schedule": "0 3 * * *", "container": {"image": "busybox"},
+                   "timeoutSeconds": 600, "concurrencyPolicy": "ReplaceConcurrent"})
+        );
+        assert_eq!(
+            objs[1]["metadata"],
+            json!({"name": "legacy", "namespace": "team-a"})
+        );
+        assert_eq!(
+            objs[1]["spec"],
+            json!({"schedule": "*/5 * * * *", "container": {"image": "nginx"},
+                   "concurrencyPolicy": "AllowConcurrent"})
+        );
+    }
+
+    #[test]
+    fn v1beta1_review_echoes_its_api_version() {
+        let out = review(
+            &crontab(),
+            include_str!("testdata/conversion-review-v1beta1.json"),
+        );
+        assert_eq!(out["apiVersion"], "apiextensions.k8s.io/v1beta1");
+        assert_eq!(
+            out["response"]["uid"],
+            "11111111-2222-3333-4444-555555555555"
+        );
+        let obj = &out["response"]["convertedObjects"][0];
+        assert_eq!(obj["apiVersion"], "stable.example.com/v1beta1");
+        assert_eq!(
+            obj["metadata"]["annotations"]["katalog.dev/stash"],
+            r#"{"v1":{"spec.timeoutSeconds":600,"spec.concurrencyPolicy":"Forbid"}}"#
+        );
+    }
+
+    #[test]
+    fn one_bad_object_fails_the_whole_review_naming_it() {
+        let body = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u1", "desiredAPIVersion": "stable.example.com/v1", "objects": [
+                {"apiVersion": "stable.example.com/v2", "kind": "CronTab", "metadata": {"name": "ok"}},
+                {"apiVersion": "stable.example.com/v2", "kind": "CronTab",
+                 "metadata": {"name": "bad", "namespace": "ns"},
+                 "spec": {"container": {"image": "x", "command": ["sh"]}}}
+            ]}
+        });
+        let out = review_conversion(&crontab(), &body).unwrap();
+        let resp = &out["response"];
+        assert_eq!(resp["uid"], "u1");
+        assert_eq!(resp["result"]["status"], "Failure");
+        let msg = resp["result"]["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with("failed to convert object 1 (CronTab ns/bad at stable.example.com/v2) to stable.example.com/v1: `spec.container` holds fields other than `image` (command)"),
+            "{msg}"
+        );
+        assert!(msg.contains("(rule at crontab.yaml:26:13 (wrap))"), "{msg}");
+        assert!(
+            resp["convertedObjects"]
+                .as_array()
+                .is_none_or(|a| a.is_empty())
+        );
+    }
+
+    #[test]
+    fn unknown_kind_group_or_version_is_a_failure_not_a_panic() {
+        let ir = crontab();
+        for (object, desired, want) in [
+            (
+                json!({"apiVersion": "other.example.com/v1", "kind": "CronTab"}),
+                "other.example.com/v2",
+                "the Katalog declares no resource CronTab in group `other.example.com`",
+            ),
+            (
+                json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab"}),
+                "stable.example.com/v9",
+                "stable.example.com/CronTab does not serve version `v9` (served: v1beta1, v1, v2)",
+            ),
+            (
+                json!({"apiVersion": "stable.example.com/v1"}),
+                "stable.example.com/v2",
+                "the object has no kind",
+            ),
+            (
+                json!("not an object"),
+                "stable.example.com/v2",
+                "expected an object, found a string",
+            ),
+            (
+                json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab"}),
+                "other.example.com/v2",
+                "cannot convert CronTab from group `stable.example.com` to group `other.example.com`",
+            ),
+        ] {
+            let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": "u", "desiredAPIVersion": desired, "objects": [object]}});
+            let out = review_conversion(&ir, &body).unwrap();
+            let msg = out["response"]["result"]["message"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert_eq!(out["response"]["result"]["status"], "Failure");
+            assert!(msg.contains(want), "{msg} should contain {want}");
+        }
+    }
+
+    #[test]
+    fn malformed_reviews_are_errors() {
+        let ir = crontab();
+        assert!(matches!(
+            review_conversion_bytes(&ir, b"{not json"),
+            Err(ReviewError::Malformed(_))
+        ));
+        assert!(matches!(
+            review_conversion(
+                &ir,
+                &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview"})
+            ),
+            Err(ReviewError::NoRequest)
+        ));
+        assert!(matches!(
+            review_conversion(
+                &ir,
+                &json!({"apiVersion": "v1", "kind": "ConversionReview",
+                "request": {"uid": "u", "desiredAPIVersion": "stable.example.com/v1", "objects": []}})
+            ),
+            Err(ReviewError::UnsupportedVersion(_))
+        ));
+        assert!(matches!(
+            review_conversion(
+                &ir,
+                &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": 5}})
+            ),
+            Err(ReviewError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn empty_object_list_succeeds() {
+        let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": "stable.example.com/v1", "objects": []}});
+        let out = review_conversion(&crontab(), &body).unwrap();
+        assert_eq!(out["response"]["result"]["status"], "Success");
+        assert_eq!(out["response"]["convertedObjects"], json!([]));
+    }
+}
