@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use katalog_lang::admission::eval::{Endpoint, SimulatedRequest, Verdict};
+use katalog_lang::document::Operation;
 use katalog_lang::{Diagnostics, ErrorKind, Ir};
 use serde_json::Value;
 
@@ -49,13 +51,45 @@ enum Command {
         #[arg(default_value = "-")]
         file: String,
     },
-    /// Answer a raw ConversionReview (JSON) exactly as the server would.
+    /// Answer a raw ConversionReview or AdmissionReview (JSON) exactly as the server would.
     Review {
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
+        /// For an AdmissionReview: the webhook endpoint that answers it.
+        #[arg(long, value_enum, default_value = "validate")]
+        endpoint: ReviewEndpoint,
         /// The review file; `-` reads standard input.
         #[arg(default_value = "-")]
         file: String,
+    },
+    /// Dry-run admission: mutations, then validations and protections on the
+    /// mutated object. Exit 0 allowed, 1 denied, 2 usage or load error.
+    Admit {
+        #[arg(long, env = "KATALOG_KATALOG")]
+        katalog: PathBuf,
+        #[arg(long, value_enum)]
+        operation: Option<OperationArg>,
+        /// The object before the change (UPDATE, DELETE).
+        #[arg(long)]
+        old: Option<PathBuf>,
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+        /// `group/version/resource`, when it cannot be told from the object.
+        #[arg(long)]
+        resource: Option<String>,
+        #[arg(long)]
+        subresource: Option<String>,
+        /// The Namespace object, for namespace selectors and `namespaceObject`.
+        #[arg(long)]
+        namespace_object: Option<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: AdmitFormat,
+        /// The object (YAML or JSON); `-` reads standard input. For a DELETE, give `--old` only.
+        file: Option<String>,
     },
     /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any failure, 2 usage or load error.
     Test {
@@ -78,6 +112,30 @@ enum Command {
     },
     /// Print the JSON Schema of the Katalog document.
     Schema,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReviewEndpoint {
+    Validate,
+    Mutate,
+    DeletionProtection,
+    NamespaceProtection,
+    StrictModeProtection,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+#[value(rename_all = "UPPER")]
+enum OperationArg {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AdmitFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -165,16 +223,102 @@ fn run(cli: Cli) -> Result<(), Exit> {
             print_values(&out, output);
             Ok(())
         }
-        Command::Review { katalog, file } => {
+        Command::Review {
+            katalog,
+            endpoint,
+            file,
+        } => {
             let ir = load_ir(&katalog)?;
             let body = read_input(&file)?;
-            let response = katalog_lang::review::review_conversion_bytes(&ir, &body)
-                .map_err(|e| Exit(format!("error: {e}"), 1))?;
+            let kind = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
+            let response = if kind.as_deref() == Some("AdmissionReview") {
+                let endpoint = match endpoint {
+                    ReviewEndpoint::Validate => Endpoint::Validate,
+                    ReviewEndpoint::Mutate => Endpoint::Mutate,
+                    ReviewEndpoint::DeletionProtection => Endpoint::DeletionProtection,
+                    ReviewEndpoint::NamespaceProtection => Endpoint::NamespaceProtection,
+                    ReviewEndpoint::StrictModeProtection => Endpoint::StrictMode,
+                };
+                katalog_lang::admission::review::review_admission_bytes(&ir, &body, endpoint)
+                    .map_err(|e| Exit(format!("error: {e}"), 1))?
+            } else {
+                katalog_lang::review::review_conversion_bytes(&ir, &body)
+                    .map_err(|e| Exit(format!("error: {e}"), 1))?
+            };
             println!(
                 "{}",
                 serde_json::to_string_pretty(&response).unwrap_or_default()
             );
             Ok(())
+        }
+        Command::Admit {
+            katalog,
+            operation,
+            old,
+            user,
+            groups,
+            namespace,
+            resource,
+            subresource,
+            namespace_object,
+            output,
+            file,
+        } => {
+            let ir = load_ir(&katalog)?;
+            let one = |path: &str| -> Result<Value, Exit> {
+                let mut objects = read_objects(path)?;
+                match objects.len() {
+                    1 => Ok(objects.remove(0)),
+                    n => Err(Exit(
+                        format!("error: {path} holds {n} objects; give exactly one"),
+                        2,
+                    )),
+                }
+            };
+            let object = file.as_deref().map(one).transpose()?;
+            let old_object = old
+                .as_ref()
+                .map(|p| one(&p.display().to_string()))
+                .transpose()?;
+            let namespace_object = namespace_object
+                .as_ref()
+                .map(|p| one(&p.display().to_string()))
+                .transpose()?;
+            let request = SimulatedRequest {
+                resource,
+                operation: operation.map(|o| match o {
+                    OperationArg::Create => Operation::Create,
+                    OperationArg::Update => Operation::Update,
+                    OperationArg::Delete => Operation::Delete,
+                    OperationArg::Connect => Operation::Connect,
+                }),
+                subresource,
+                namespace,
+                user,
+                groups,
+                object,
+                old_object,
+                namespace_object,
+                dry_run: false,
+            };
+            let input = request
+                .to_input(&ir)
+                .map_err(|e| Exit(format!("error: {e}"), 2))?;
+            let verdict = katalog_lang::admission::evaluate(&ir, &input, Endpoint::All);
+            match output {
+                AdmitFormat::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&verdict).unwrap_or_default()
+                ),
+                AdmitFormat::Text => print_verdict(&verdict),
+            }
+            if verdict.allowed {
+                Ok(())
+            } else {
+                Err(Exit(String::new(), 1))
+            }
         }
         Command::Test {
             paths,
@@ -197,6 +341,30 @@ fn run(cli: Cli) -> Result<(), Exit> {
             );
             Ok(())
         }
+    }
+}
+
+fn print_verdict(v: &Verdict) {
+    println!("{}", if v.allowed { "ALLOWED" } else { "DENIED" });
+    for d in &v.denials {
+        println!("  deny  [{}] {}", d.rule, d.message);
+    }
+    for w in v.warning_lines() {
+        println!("  warn  {w}");
+    }
+    for a in &v.audits {
+        println!("  audit [{}] {}", a.rule, a.message);
+    }
+    if !v.mutations.is_empty() {
+        println!("mutations: {}", v.mutations.join(", "));
+        println!("patch:");
+        for op in &v.patch {
+            println!("  {}", serde_json::to_string(op).unwrap_or_default());
+        }
+    }
+    if let Some(patched) = &v.patched {
+        println!("patched object:");
+        print!("{}", serde_saphyr::to_string(patched).unwrap_or_default());
     }
 }
 

@@ -60,6 +60,7 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
         }
     }
     let mut diags = c.diags;
+    let admission = crate::admission::compile::compile(loaded, &mut diags);
     diags.sort();
     if !diags.is_empty() {
         return Err(diags);
@@ -67,6 +68,7 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
     Ok(Ir {
         resources,
         rules: c.rules,
+        admission,
         sources: {
             let mut names: Vec<String> = loaded
                 .documents

@@ -44,6 +44,12 @@ pub struct KatalogSpec {
     /// The custom resources this Katalog declares, each keyed by group + kind.
     #[serde(default)]
     pub resources: Vec<Resource>,
+    /// Validation and mutation rules, for declared resources and any other.
+    #[serde(default)]
+    pub admission: Admission,
+    /// Protections: deletion, namespaces, strict mode.
+    #[serde(default)]
+    pub security: Security,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -79,6 +85,9 @@ pub struct Resource {
     /// the hub. A served version with no entry converts unchanged.
     #[serde(default)]
     pub conversion: BTreeMap<String, Vec<Rule>>,
+    /// Overrides of the Katalog-wide protections for this resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<ResourceProtection>,
 }
 
 /// One conversion rule. Each names the hub side and the spoke side; the
@@ -368,6 +377,349 @@ pub struct CelRule {
 pub struct CelExample {
     pub hub: Value,
     pub spoke: Value,
+}
+
+/// The admission half of a Katalog.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Admission {
+    /// CEL variables every rule may use as `variables.NAME`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<Variable>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validations: Vec<Validation>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mutations: Vec<Mutation>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Variable {
+    pub name: String,
+    /// A CEL expression over `object`, `oldObject`, `request`,
+    /// `namespaceObject` and earlier variables.
+    pub expression: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum Action {
+    /// Reject the request.
+    #[default]
+    Deny,
+    /// Admit it with a warning the client shows.
+    Warn,
+    /// Admit it and record an audit annotation.
+    Audit,
+}
+
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// A validation rule: when `match` holds, the values at `path` (or the whole
+/// object) must pass `check`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Validation {
+    /// A lowercase name (`a-z`, `0-9`, `-`, `.`), used in messages and audit keys.
+    pub name: String,
+    /// `group/version/resource` patterns (`apps/v1/deployments`, `v1/pods`,
+    /// `stable.example.com/*/crontabs`); `*` matches any one part.
+    pub resources: Vec<String>,
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub match_: Option<Match>,
+    #[serde(default)]
+    pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A CEL expression giving the message (same variables as `check.cel`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_expression: Option<String>,
+    /// The field checked; `[*]` selects every element (forEach).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// With a path through `containers[*]`, also check `initContainers[*]`
+    /// and `ephemeralContainers[*]`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub all_containers: bool,
+    pub check: Check,
+    /// CEL variables for this rule only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<Variable>,
+}
+
+/// Tests on a value; every test given must pass.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Check {
+    /// The path selects at least one value.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub exists: bool,
+    /// The path selects nothing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub absent: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<Value>,
+    #[serde(rename = "in", default, skip_serializing_if = "Option::is_none")]
+    pub in_: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_in: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<serde_json::Number>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<serde_json::Number>,
+    /// `[min, max]`, both inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<(serde_json::Number, serde_json::Number)>,
+    /// In characters, for strings; in elements, for lists and maps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<u64>,
+    /// A regex the whole string must match (it is anchored at both ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suffix: Option<String>,
+    /// On UPDATE, a value that was set may not change or go away.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub immutable: bool,
+    /// The selected values are pairwise different.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unique: bool,
+    /// A CEL expression that must be true; `self` is the value checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<String>,
+}
+
+/// When a rule applies.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Match {
+    /// Default: CREATE and UPDATE.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operations: Vec<Operation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<NamespaceMatch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_selector: Option<LabelSelector>,
+    /// Subresources to match (`status`, `scale`, `*`); by default only the
+    /// main resource.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subresources: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<IncludeExclude>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<IncludeExclude>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Condition>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceMatch {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Labels of the namespace. Registration turns it into the webhook's
+    /// `namespaceSelector`; offline it is checked against the namespace
+    /// object when one is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IncludeExclude {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+}
+
+/// A Kubernetes label selector.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelectorRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// A condition over the object: exactly one of `all`, `any`, `not`, `cel`,
+/// or `path` + `check`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub all: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub any: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not: Option<Box<Condition>>,
+    /// A CEL expression that must be true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+/// A mutation rule: when `match` holds, change the object. Give one of
+/// `default`, `set`, `remove`, `append`, and/or label and annotation edits.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mutation {
+    pub name: String,
+    pub resources: Vec<String>,
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub match_: Option<Match>,
+    /// Set the value where the field is absent. With `[*]`, on every element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<PathValue>,
+    /// Set the value, replacing what is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<PathValue>,
+    /// Remove the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove: Option<PathOnly>,
+    /// Append the value to a list unless the list already holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append: Option<PathValue>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add_annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove_annotations: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PathValue {
+    pub path: String,
+    pub value: Value,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PathOnly {
+    pub path: String,
+}
+
+/// Protections. Each is served by its own webhook endpoint.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Security {
+    #[serde(default)]
+    pub deletion_protection: DeletionProtection,
+    #[serde(default)]
+    pub namespace_protection: NamespaceProtection,
+    /// Deny an UPDATE that removes the protection label.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub strict_mode: bool,
+    /// Remove the engine's webhook configurations on graceful exit.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cleanup_on_shutdown: bool,
+}
+
+pub const DEFAULT_PROTECTION_LABEL: &str = "katalog.dev/protected";
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeletionProtection {
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enabled: bool,
+    /// Objects with this label set to `"true"` may not be deleted
+    /// (default `katalog.dev/protected`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Also protect the CRDs of the declared resources (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crds: Option<bool>,
+    /// The engine's own objects, protected while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineObjects>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EngineObjects {
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceProtection {
+    /// When not empty, declared resources may only be created here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_namespaces: Vec<String>,
+    /// Declared resources may never be created here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restricted_namespaces: Vec<String>,
+}
+
+/// Per-resource overrides of the protections; namespace lists are merged
+/// with the Katalog-wide ones.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceProtection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict_mode: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_namespaces: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restricted_namespaces: Vec<String>,
 }
 
 fn is_false(b: &bool) -> bool {

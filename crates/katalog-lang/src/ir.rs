@@ -62,6 +62,8 @@ pub enum Proof {
 pub struct Ir {
     pub resources: Vec<ResourceIr>,
     pub rules: Vec<RuleIr>,
+    /// Validation, mutation and protections.
+    pub admission: crate::admission::AdmissionIr,
     /// Names of the sources compiled, in order.
     pub sources: Vec<String>,
 }

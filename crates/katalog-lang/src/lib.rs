@@ -31,6 +31,7 @@
 //! assert_eq!(convert(&ir, &spoke, "stable.example.com/v1").unwrap(), hub);
 //! ```
 
+pub mod admission;
 pub mod cel;
 pub mod compile;
 pub mod convert;

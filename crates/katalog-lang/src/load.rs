@@ -22,6 +22,9 @@ pub struct LoadedDocument {
     /// The original index of each kept resource (a resource that did not
     /// decode is left out).
     pub resource_indices: Vec<usize>,
+    /// Admission rules with their original index (`spec.admission.validations[i]`).
+    pub validations: Vec<(usize, crate::document::Validation)>,
+    pub mutations: Vec<(usize, crate::document::Mutation)>,
 }
 
 impl LoadedDocument {
@@ -90,13 +93,17 @@ fn load_source(source: &Source, loaded: &mut Loaded, diags: &mut Diagnostics) {
             continue;
         }
         any = true;
-        if let Some((doc, rule_indices, resource_indices)) = load_document(source, &root, diags) {
+        if let Some((doc, rule_indices, resource_indices, admission)) =
+            load_document(source, &root, diags)
+        {
             loaded.documents.push(LoadedDocument {
                 source: source.clone(),
                 root,
                 doc,
                 rule_indices,
                 resource_indices,
+                validations: admission.0,
+                mutations: admission.1,
             });
         }
     }
@@ -253,12 +260,39 @@ fn list(items: &[String]) -> String {
 }
 
 type RuleIndices = std::collections::BTreeMap<(usize, String), Vec<usize>>;
+type AdmissionRules = (
+    Vec<(usize, crate::document::Validation)>,
+    Vec<(usize, crate::document::Mutation)>,
+);
+
+/// Take the list at `pointer` out of `value` and decode each element on its own.
+fn decode_each<T: DeserializeOwned>(
+    ctx: &mut Ctx,
+    value: &mut Value,
+    pointer: &str,
+    at: &DocPath,
+) -> Vec<(usize, T)> {
+    let Some(Value::Array(items)) = value.pointer_mut(pointer).map(std::mem::take) else {
+        if let Some(slot) = value.pointer_mut(pointer) {
+            *slot = Value::Array(Vec::new());
+        }
+        return Vec::new();
+    };
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = Value::Array(Vec::new());
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, item)| ctx.decode::<T>(item, &at.index(i)).map(|t| (i, t)))
+        .collect()
+}
 
 fn load_document(
     source: &Source,
     root: &Node,
     diags: &mut Diagnostics,
-) -> Option<(KatalogDocument, RuleIndices, Vec<usize>)> {
+) -> Option<(KatalogDocument, RuleIndices, Vec<usize>, AdmissionRules)> {
     let mut ctx = Ctx {
         source,
         root,
@@ -366,6 +400,19 @@ fn load_document(
             spec.insert("resources".into(), Value::Array(Vec::new()));
         }
     }
+    let admission_at = top.key("spec").key("admission");
+    let validations = decode_each(
+        &mut ctx,
+        &mut value,
+        "/spec/admission/validations",
+        &admission_at.key("validations"),
+    );
+    let mutations = decode_each(
+        &mut ctx,
+        &mut value,
+        "/spec/admission/mutations",
+        &admission_at.key("mutations"),
+    );
     let doc = ctx.decode::<KatalogDocument>(value, &top);
     let mut doc = doc?;
     doc.metadata = metadata?;
@@ -389,7 +436,7 @@ fn load_document(
             *slot = list;
         }
     }
-    Some((doc, indices, resource_indices))
+    Some((doc, indices, resource_indices, (validations, mutations)))
 }
 
 /// Load the test-suite documents of a source, with located errors.

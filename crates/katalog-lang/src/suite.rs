@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::admission::eval::{Endpoint, SimulatedRequest, evaluate};
 use crate::convert::{convert, json_eq, split_api_version};
 use crate::ir::Ir;
 
@@ -40,6 +41,69 @@ pub struct Case {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversion: Option<ConversionCase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<AdmissionCase>,
+}
+
+/// An admission request and what must come of it.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionCase {
+    #[serde(flatten)]
+    pub request: SimulatedRequest,
+    /// Which webhook to ask (default `all`: mutations, then validations and
+    /// protections on the mutated object).
+    #[serde(default)]
+    pub endpoint: EndpointName,
+    pub expect: AdmissionExpect,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointName {
+    #[default]
+    All,
+    Validate,
+    Mutate,
+    DeletionProtection,
+    NamespaceProtection,
+    StrictModeProtection,
+}
+
+impl From<EndpointName> for Endpoint {
+    fn from(e: EndpointName) -> Endpoint {
+        match e {
+            EndpointName::All => Endpoint::All,
+            EndpointName::Validate => Endpoint::Validate,
+            EndpointName::Mutate => Endpoint::Mutate,
+            EndpointName::DeletionProtection => Endpoint::DeletionProtection,
+            EndpointName::NamespaceProtection => Endpoint::NamespaceProtection,
+            EndpointName::StrictModeProtection => Endpoint::StrictMode,
+        }
+    }
+}
+
+/// Expected outcome; only what is given is checked.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionExpect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<bool>,
+    /// A regex the denial message (`[rule] message; ...`) must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Regexes that must each match one warning; `[]` means no warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<String>>,
+    /// Names of the rules that must have recorded an audit annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audits: Option<Vec<String>>,
+    /// The object after mutation (`null`: no change at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patched: Option<Value>,
+    /// The exact JSON Patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Vec<Value>>,
 }
 
 /// Either `versions` (the same object at several versions; every ordered
@@ -76,9 +140,10 @@ pub struct CaseResult {
 /// Run one case against a compiled Katalog.
 pub fn run_case(ir: &Ir, case: &Case) -> CaseResult {
     let mut failures = Vec::new();
-    match &case.conversion {
-        Some(c) => run_conversion(ir, c, &mut failures),
-        None => failures.push("the case has nothing to check (give `conversion`)".into()),
+    match (&case.conversion, &case.admission) {
+        (Some(c), None) => run_conversion(ir, c, &mut failures),
+        (None, Some(a)) => run_admission(ir, a, &mut failures),
+        _ => failures.push("a case checks exactly one of `conversion` or `admission`".into()),
     }
     CaseResult {
         name: case.name.clone(),
@@ -169,6 +234,100 @@ fn run_conversion(ir: &Ir, c: &ConversionCase, failures: &mut Vec<String>) {
     }
     if c.versions.is_empty() && c.input.is_none() {
         failures.push("the conversion case needs `versions` or `input`".into());
+    }
+}
+
+fn regex_or_fail(pattern: &str, failures: &mut Vec<String>) -> Option<regex::Regex> {
+    match regex::Regex::new(pattern) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            failures.push(format!("/{pattern}/ is not a valid regex: {e}"));
+            None
+        }
+    }
+}
+
+fn run_admission(ir: &Ir, case: &AdmissionCase, failures: &mut Vec<String>) {
+    let input = match case.request.to_input(ir) {
+        Ok(i) => i,
+        Err(e) => {
+            failures.push(format!("cannot build the request: {e}"));
+            return;
+        }
+    };
+    let verdict = evaluate(ir, &input, case.endpoint.into());
+    let e = &case.expect;
+    let message = verdict.message();
+    if let Some(allowed) = e.allowed
+        && allowed != verdict.allowed
+    {
+        failures.push(if verdict.allowed {
+            "expected a denial, but the request was allowed".to_string()
+        } else {
+            format!("expected it to be allowed, but it was denied: {message}")
+        });
+    }
+    if let Some(p) = &e.message
+        && let Some(re) = regex_or_fail(p, failures)
+        && !re.is_match(&message)
+    {
+        failures.push(format!(
+            "the denial message {message:?} does not match /{p}/"
+        ));
+    }
+    if let Some(expected) = &e.warnings {
+        let lines = verdict.warning_lines();
+        if expected.is_empty() && !lines.is_empty() {
+            failures.push(format!("expected no warning, got {lines:?}"));
+        }
+        for p in expected {
+            if let Some(re) = regex_or_fail(p, failures)
+                && !lines.iter().any(|l| re.is_match(l))
+            {
+                failures.push(format!("no warning matches /{p}/ (warnings: {lines:?})"));
+            }
+        }
+    }
+    if let Some(expected) = &e.audits {
+        let got: Vec<&str> = verdict.audits.iter().map(|a| a.rule.as_str()).collect();
+        if got != expected.iter().map(String::as_str).collect::<Vec<_>>() {
+            failures.push(format!("expected audits {expected:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &e.patched {
+        match (&verdict.patched, want) {
+            (None, Value::Null) => {}
+            (None, _) => failures.push("expected a mutation, but nothing changed".into()),
+            (Some(got), Value::Null) => {
+                failures.push(format!("expected no change, got {}", compact(got)))
+            }
+            (Some(got), want) if !json_eq(got, want) => failures.push(format!(
+                "patched object: {}",
+                describe_difference(want, got)
+            )),
+            _ => {}
+        }
+    }
+    if let Some(want) = &e.patch
+        && *want != verdict.patch
+    {
+        failures.push(format!(
+            "expected patch {}, got {}",
+            compact(&Value::Array(want.clone())),
+            compact(&Value::Array(verdict.patch.clone()))
+        ));
+    }
+    // Mutations must be idempotent: the apiserver may call the webhook again.
+    if let Some(patched) = &verdict.patched {
+        let mut again = input.clone();
+        again.object = Some(patched.clone());
+        let second = evaluate(ir, &again, Endpoint::Mutate);
+        if !second.patch.is_empty() {
+            failures.push(format!(
+                "mutation is not idempotent: a second pass patches {}",
+                compact(&Value::Array(second.patch))
+            ));
+        }
     }
 }
 

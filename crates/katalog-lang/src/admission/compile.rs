@@ -1,0 +1,734 @@
+//! Admission rules as written → [`AdmissionIr`], with every error located.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+
+use super::{
+    AdmissionIr, CheckIr, ConditionIr, DeletionIr, MatchIr, MutationIr, MutationOp,
+    ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
+};
+use crate::cel::CelProgram;
+use crate::document::{
+    Check, Condition, DEFAULT_PROTECTION_LABEL, LabelSelector, Match, Mutation, Operation,
+    SelectorOperator, Validation, Variable,
+};
+use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::load::{Loaded, LoadedDocument};
+use crate::path::{Path, Segment};
+use crate::source::DocPath;
+
+struct Ctx<'a> {
+    doc: &'a LoadedDocument,
+    diags: &'a mut Diagnostics,
+}
+
+impl Ctx<'_> {
+    fn error(
+        &mut self,
+        at: &DocPath,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.diags
+            .push(Diagnostic::new(kind, message).at(self.doc.locate(at), Some(&self.doc.source)));
+        let n = self.diags.0.len() - 1;
+        &mut self.diags.0[n]
+    }
+
+    fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
+        match CelProgram::compile(expr) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.error(at, ErrorKind::Cel, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
+        match Path::parse(text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.error(at, ErrorKind::Path, e.to_string()).help = Some(
+                    "paths look like `spec.replicas`, `spec.containers[*].image` or `metadata.labels[\"app.kubernetes.io/name\"]`"
+                        .into(),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// A rule name usable as an audit-annotation key and in messages.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        return Some("a rule name must be 1 to 63 characters");
+    }
+    let ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    (!ok).then_some("a rule name uses lowercase letters, digits, `-` and `.`, and starts and ends with a letter or digit")
+}
+
+/// Compile the admission rules and protections of every document.
+pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
+    let mut ir = AdmissionIr::default();
+    let mut seen_names: BTreeMap<String, crate::source::Loc> = BTreeMap::new();
+    let mut security = SecurityIr {
+        deletion: DeletionIr {
+            label: DEFAULT_PROTECTION_LABEL.into(),
+            crds: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut label_set_at: Option<crate::source::Loc> = None;
+    let mut wide_allowed = Vec::new();
+    let mut wide_restricted = Vec::new();
+    let mut strict = false;
+    for doc in &loaded.documents {
+        let mut ctx = Ctx { doc, diags };
+        let admission = DocPath::default().key("spec").key("admission");
+        ir.variables.extend(variables(
+            &mut ctx,
+            &doc.doc.spec.admission.variables,
+            &admission.key("variables"),
+        ));
+        for (i, v) in &doc.validations {
+            let at = admission.key("validations").index(*i);
+            check_unique_name(&mut ctx, &mut seen_names, &v.name, &at, "validation");
+            if let Some(v) = validation(&mut ctx, v, &at) {
+                ir.validations.push(v);
+            }
+        }
+        for (i, m) in &doc.mutations {
+            let at = admission.key("mutations").index(*i);
+            check_unique_name(&mut ctx, &mut seen_names, &m.name, &at, "mutation");
+            if let Some(m) = mutation(&mut ctx, m, &at) {
+                ir.mutations.push(m);
+            }
+        }
+        let sec = &doc.doc.spec.security;
+        let sec_at = DocPath::default().key("spec").key("security");
+        let dp = &sec.deletion_protection;
+        security.deletion.enabled |= dp.enabled;
+        if let Some(label) = &dp.label {
+            let at = sec_at.key("deletionProtection").key("label");
+            if let Some(first) = &label_set_at
+                && *label != security.deletion.label
+            {
+                let first = first.clone();
+                ctx.error(
+                    &at,
+                    ErrorKind::Conflict,
+                    format!(
+                        "a second protection label `{label}`; one Katalog has one protection label"
+                    ),
+                )
+                .related = Some((first, "first set here".into()));
+            } else {
+                security.deletion.label = label.clone();
+                label_set_at = Some(doc.locate(&at));
+            }
+        }
+        if dp.crds == Some(false) {
+            security.deletion.crds = false;
+        }
+        if let Some(engine) = &dp.engine {
+            for (group, resource, name) in [
+                ("apps", "deployments", &engine.deployment),
+                ("", "services", &engine.service),
+                ("", "secrets", &engine.secret),
+            ] {
+                if let Some(name) = name {
+                    security.deletion.engine.push((
+                        group.into(),
+                        resource.into(),
+                        engine.namespace.clone(),
+                        name.clone(),
+                    ));
+                }
+            }
+        }
+        wide_allowed.extend(sec.namespace_protection.allowed_namespaces.iter().cloned());
+        wide_restricted.extend(
+            sec.namespace_protection
+                .restricted_namespaces
+                .iter()
+                .cloned(),
+        );
+        strict |= sec.strict_mode;
+        security.cleanup_on_shutdown |= sec.cleanup_on_shutdown;
+    }
+    for doc in &loaded.documents {
+        for r in &doc.doc.spec.resources {
+            let p = r.protection.clone().unwrap_or_default();
+            let mut allowed = wide_allowed.clone();
+            allowed.extend(p.allowed_namespaces.iter().cloned());
+            let mut restricted = wide_restricted.clone();
+            restricted.extend(p.restricted_namespaces.iter().cloned());
+            allowed.sort();
+            allowed.dedup();
+            restricted.sort();
+            restricted.dedup();
+            security.protected.push(ProtectedResource {
+                group: r.group.clone(),
+                plural: r.plural.clone(),
+                kind: r.kind.clone(),
+                deletion: p.deletion.unwrap_or(security.deletion.enabled),
+                strict_mode: p.strict_mode.unwrap_or(strict),
+                allowed_namespaces: allowed,
+                restricted_namespaces: restricted,
+            });
+        }
+    }
+    ir.security = security;
+    ir
+}
+
+fn check_unique_name(
+    ctx: &mut Ctx,
+    seen: &mut BTreeMap<String, crate::source::Loc>,
+    name: &str,
+    at: &DocPath,
+    what: &str,
+) {
+    if let Some(problem) = name_problem(name) {
+        ctx.error(
+            &at.key("name"),
+            ErrorKind::Invalid,
+            format!("`{name}` is not a valid {what} name: {problem}"),
+        );
+        return;
+    }
+    let loc = ctx.doc.locate(&at.key("name"));
+    if let Some(first) = seen.get(name) {
+        let first = first.clone();
+        ctx.error(
+            &at.key("name"),
+            ErrorKind::Duplicate,
+            format!("two admission rules are named `{name}`"),
+        )
+        .related = Some((first, "first used here".into()));
+    } else {
+        seen.insert(name.to_string(), loc);
+    }
+}
+
+fn variables(ctx: &mut Ctx, vars: &[Variable], at: &DocPath) -> Vec<(String, CelProgram)> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, v) in vars.iter().enumerate() {
+        let vat = at.index(i);
+        let valid = !v.name.is_empty()
+            && v.name
+                .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && v.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            ctx.error(
+                &vat.key("name"),
+                ErrorKind::Invalid,
+                format!(
+                    "`{}` is not a valid variable name (letters, digits, `_`)",
+                    v.name
+                ),
+            );
+            continue;
+        }
+        if !names.insert(v.name.clone()) {
+            ctx.error(
+                &vat.key("name"),
+                ErrorKind::Duplicate,
+                format!("variable `{}` is declared twice", v.name),
+            );
+            continue;
+        }
+        if let Some(p) = ctx.cel(&v.expression, &vat.key("expression")) {
+            out.push((v.name.clone(), p));
+        }
+    }
+    out
+}
+
+fn resource_patterns(ctx: &mut Ctx, resources: &[String], at: &DocPath) -> Vec<ResourcePattern> {
+    if resources.is_empty() {
+        ctx.error(
+            at,
+            ErrorKind::Invalid,
+            "name at least one resource, e.g. `apps/v1/deployments` or `v1/pods`",
+        );
+    }
+    let mut out = Vec::new();
+    for (i, text) in resources.iter().enumerate() {
+        let parts: Vec<&str> = text.split('/').collect();
+        let (g, v, r) = match parts.as_slice() {
+            [v, r] => ("", *v, *r),
+            [g, v, r] => (*g, *v, *r),
+            _ => {
+                ctx.error(&at.index(i), ErrorKind::Invalid, format!("`{text}` is not `group/version/resource` (or `version/resource` for the core group)"))
+                    .help = Some("e.g. `apps/v1/deployments`, `v1/pods`, `stable.example.com/*/crontabs`".into());
+                continue;
+            }
+        };
+        if v.is_empty() || r.is_empty() {
+            ctx.error(
+                &at.index(i),
+                ErrorKind::Invalid,
+                format!("`{text}` has an empty part; use `*` to match any"),
+            );
+            continue;
+        }
+        let part = |s: &str| (s != "*").then(|| s.to_string());
+        out.push(ResourcePattern {
+            group: part(g),
+            version: part(v),
+            resource: part(r),
+        });
+    }
+    out
+}
+
+fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
+    let mut out = SelectorIr {
+        match_labels: s
+            .match_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        expressions: Vec::new(),
+    };
+    for (i, e) in s.match_expressions.iter().enumerate() {
+        let needs_values = matches!(e.operator, SelectorOperator::In | SelectorOperator::NotIn);
+        if needs_values == e.values.is_empty() {
+            let msg = if needs_values {
+                format!("operator {:?} needs `values`", e.operator)
+            } else {
+                format!("operator {:?} takes no `values`", e.operator)
+            };
+            ctx.error(
+                &at.key("matchExpressions").index(i),
+                ErrorKind::Invalid,
+                msg,
+            );
+            continue;
+        }
+        out.expressions
+            .push((e.key.clone(), e.operator, e.values.clone()));
+    }
+    out
+}
+
+fn matcher(ctx: &mut Ctx, resources: &[String], m: Option<&Match>, at: &DocPath) -> MatchIr {
+    let mut ir = MatchIr {
+        resources: resource_patterns(ctx, resources, &at.key("resources")),
+        ..Default::default()
+    };
+    let default = Match::default();
+    let m = m.unwrap_or(&default);
+    let mat = at.key("match");
+    ir.operations = if m.operations.is_empty() {
+        [Operation::Create, Operation::Update].into_iter().collect()
+    } else {
+        m.operations.iter().copied().collect()
+    };
+    if let Some(ns) = &m.namespaces {
+        ir.namespaces_include = ns.include.clone();
+        ir.namespaces_exclude = ns.exclude.clone();
+        ir.namespace_selector = ns
+            .selector
+            .as_ref()
+            .map(|s| selector(ctx, s, &mat.key("namespaces").key("selector")));
+    }
+    ir.object_selector = m
+        .object_selector
+        .as_ref()
+        .map(|s| selector(ctx, s, &mat.key("objectSelector")));
+    ir.subresources = m.subresources.clone();
+    if let Some(u) = &m.users {
+        ir.users_include = u.include.clone();
+        ir.users_exclude = u.exclude.clone();
+    }
+    if let Some(g) = &m.groups {
+        ir.groups_include = g.include.clone();
+        ir.groups_exclude = g.exclude.clone();
+    }
+    ir.condition = m
+        .conditions
+        .as_ref()
+        .and_then(|c| condition(ctx, c, &mat.key("conditions")));
+    ir
+}
+
+fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> {
+    let given = [
+        !c.all.is_empty(),
+        !c.any.is_empty(),
+        c.not.is_some(),
+        c.cel.is_some(),
+        c.path.is_some() || c.check.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if given != 1 {
+        ctx.error(
+            at,
+            ErrorKind::Shape,
+            "a condition is exactly one of `all`, `any`, `not`, `cel`, or `path` with `check`",
+        );
+        return None;
+    }
+    if !c.all.is_empty() {
+        let items: Vec<_> = c
+            .all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| condition(ctx, x, &at.key("all").index(i)))
+            .collect();
+        return (items.len() == c.all.len()).then_some(ConditionIr::All(items));
+    }
+    if !c.any.is_empty() {
+        let items: Vec<_> = c
+            .any
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| condition(ctx, x, &at.key("any").index(i)))
+            .collect();
+        return (items.len() == c.any.len()).then_some(ConditionIr::Any(items));
+    }
+    if let Some(n) = &c.not {
+        return condition(ctx, n, &at.key("not")).map(|x| ConditionIr::Not(Box::new(x)));
+    }
+    if let Some(expr) = &c.cel {
+        return ctx.cel(expr, &at.key("cel")).map(ConditionIr::Cel);
+    }
+    let paths = match &c.path {
+        Some(p) => vec![ctx.path(p, &at.key("path"))?],
+        None => vec![],
+    };
+    let Some(check_doc) = &c.check else {
+        ctx.error(at, ErrorKind::Shape, "a `path` condition needs a `check`");
+        return None;
+    };
+    let check = check(ctx, check_doc, &at.key("check"))?;
+    if check.immutable {
+        ctx.error(
+            &at.key("check").key("immutable"),
+            ErrorKind::Invalid,
+            "`immutable` is a validation, not a condition",
+        );
+        return None;
+    }
+    Some(ConditionIr::Check {
+        paths,
+        check: Box::new(check),
+    })
+}
+
+fn number(n: &serde_json::Number) -> f64 {
+    n.as_f64().unwrap_or(f64::NAN)
+}
+
+fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
+    let mut ok = true;
+    let mut ir = CheckIr {
+        exists: c.exists,
+        absent: c.absent,
+        equals: c.equals.clone(),
+        in_: c.in_.clone(),
+        not_in: c.not_in.clone(),
+        minimum: c.minimum.as_ref().map(number),
+        maximum: c.maximum.as_ref().map(number),
+        min_length: c.min_length,
+        max_length: c.max_length,
+        prefix: c.prefix.clone(),
+        suffix: c.suffix.clone(),
+        immutable: c.immutable,
+        unique: c.unique,
+        ..Default::default()
+    };
+    if let Some((lo, hi)) = &c.range {
+        if ir.minimum.is_some() || ir.maximum.is_some() {
+            ctx.error(
+                &at.key("range"),
+                ErrorKind::Conflict,
+                "give `range` or `minimum`/`maximum`, not both",
+            );
+            ok = false;
+        }
+        ir.minimum = Some(number(lo));
+        ir.maximum = Some(number(hi));
+    }
+    if let (Some(lo), Some(hi)) = (ir.minimum, ir.maximum)
+        && lo > hi
+    {
+        ctx.error(
+            at,
+            ErrorKind::Invalid,
+            format!("the minimum {lo} is above the maximum {hi}: nothing can pass"),
+        );
+        ok = false;
+    }
+    if let (Some(lo), Some(hi)) = (ir.min_length, ir.max_length)
+        && lo > hi
+    {
+        ctx.error(
+            at,
+            ErrorKind::Invalid,
+            format!("minLength {lo} is above maxLength {hi}: nothing can pass"),
+        );
+        ok = false;
+    }
+    if c.exists && c.absent {
+        ctx.error(
+            at,
+            ErrorKind::Conflict,
+            "`exists` and `absent` together can never pass",
+        );
+        ok = false;
+    }
+    if let Some(p) = &c.pattern {
+        match Regex::new(&format!("^(?:{p})$")) {
+            Ok(r) => ir.pattern = Some(r),
+            Err(e) => {
+                ctx.error(
+                    &at.key("pattern"),
+                    ErrorKind::Pattern,
+                    format!(
+                        "the pattern does not compile: {}",
+                        e.to_string()
+                            .lines()
+                            .last()
+                            .unwrap_or("")
+                            .trim_start_matches("error: ")
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    if let Some(expr) = &c.cel {
+        match ctx.cel(expr, &at.key("cel")) {
+            Some(p) => ir.cel = Some(p),
+            None => ok = false,
+        }
+    }
+    let any = c.exists
+        || c.absent
+        || c.equals.is_some()
+        || c.in_.is_some()
+        || c.not_in.is_some()
+        || c.minimum.is_some()
+        || c.maximum.is_some()
+        || c.range.is_some()
+        || c.min_length.is_some()
+        || c.max_length.is_some()
+        || c.pattern.is_some()
+        || c.prefix.is_some()
+        || c.suffix.is_some()
+        || c.immutable
+        || c.unique
+        || c.cel.is_some();
+    if !any {
+        ctx.error(at, ErrorKind::Shape, "the check tests nothing")
+            .help = Some("give at least one of exists, absent, equals, in, notIn, minimum, maximum, range, minLength, maxLength, pattern, prefix, suffix, immutable, unique, cel".into());
+        ok = false;
+    }
+    ok.then_some(ir)
+}
+
+/// `spec.containers[*]...` also as `initContainers` and `ephemeralContainers`.
+fn expand_containers(path: &Path) -> Option<Vec<Path>> {
+    let idx = path
+        .segments()
+        .iter()
+        .position(|s| matches!(s, Segment::Key(k) if k == "containers"))?;
+    let mut out = vec![path.clone()];
+    for alt in ["initContainers", "ephemeralContainers"] {
+        let mut segs = path.segments().to_vec();
+        segs[idx] = Segment::Key(alt.into());
+        out.push(Path::from_segments(segs));
+    }
+    Some(out)
+}
+
+fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationIr> {
+    let before = ctx.diags.len();
+    let matcher = matcher(ctx, &v.resources, v.match_.as_ref(), at);
+    let mut paths = Vec::new();
+    if let Some(p) = &v.path
+        && let Some(path) = ctx.path(p, &at.key("path"))
+    {
+        if v.all_containers {
+            match expand_containers(&path) {
+                Some(all) => paths = all,
+                None => {
+                    ctx.error(&at.key("allContainers"), ErrorKind::Invalid, format!("`allContainers` needs a path through `containers`, and `{path}` has none"));
+                }
+            }
+        } else {
+            paths.push(path);
+        }
+    } else if v.all_containers {
+        ctx.error(
+            &at.key("allContainers"),
+            ErrorKind::Invalid,
+            "`allContainers` needs a `path` through `containers[*]`",
+        );
+    }
+    let check = check(ctx, &v.check, &at.key("check"));
+    if v.check.unique && paths.iter().all(|p| !p.has_wildcard()) {
+        ctx.error(
+            &at.key("check").key("unique"),
+            ErrorKind::Invalid,
+            "`unique` compares the values a `[*]` path selects; this path selects at most one",
+        )
+        .help = Some("e.g. `path: spec.containers[*].name`".into());
+    }
+    let message_expression = v
+        .message_expression
+        .as_ref()
+        .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
+    let vars = variables(ctx, &v.variables, &at.key("variables"));
+    if ctx.diags.len() > before {
+        return None;
+    }
+    Some(ValidationIr {
+        name: v.name.clone(),
+        matcher,
+        action: v.action,
+        message: v.message.clone(),
+        message_expression,
+        paths,
+        check: check?,
+        variables: vars,
+        origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),
+    })
+}
+
+fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
+    let before = ctx.diags.len();
+    let matcher = matcher(ctx, &m.resources, m.match_.as_ref(), at);
+    let mut ops = Vec::new();
+    let given = [
+        m.default.is_some(),
+        m.set.is_some(),
+        m.remove.is_some(),
+        m.append.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    let meta = !m.add_labels.is_empty()
+        || !m.remove_labels.is_empty()
+        || !m.add_annotations.is_empty()
+        || !m.remove_annotations.is_empty();
+    if given > 1 || (given == 0 && !meta) {
+        ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append` (label and annotation edits may go with it)");
+        return None;
+    }
+    let path_of = |ctx: &mut Ctx, text: &str, key: &str| -> Option<Path> {
+        let p = ctx.path(text, &at.key(key).key("path"))?;
+        if p.is_root() {
+            ctx.error(
+                &at.key(key).key("path"),
+                ErrorKind::Path,
+                "a mutation may not replace the whole object",
+            );
+            return None;
+        }
+        if let Some(Segment::Key(k)) = p.segments().first()
+            && matches!(k.as_str(), "apiVersion" | "kind")
+        {
+            ctx.error(
+                &at.key(key).key("path"),
+                ErrorKind::Path,
+                format!("`{p}` may not be mutated"),
+            );
+            return None;
+        }
+        if matches!(
+            p.segments().last(),
+            Some(Segment::Wildcard | Segment::Index(_))
+        ) && key != "remove"
+        {
+            ctx.error(
+                &at.key(key).key("path"),
+                ErrorKind::Path,
+                format!("`{p}` must end with a field name"),
+            );
+            return None;
+        }
+        Some(p)
+    };
+    if let Some(d) = &m.default {
+        ops.push(MutationOp::Default {
+            path: path_of(ctx, &d.path, "default")?,
+            value: d.value.clone(),
+        });
+    }
+    if let Some(d) = &m.set {
+        ops.push(MutationOp::Set {
+            path: path_of(ctx, &d.path, "set")?,
+            value: d.value.clone(),
+        });
+    }
+    if let Some(d) = &m.remove {
+        ops.push(MutationOp::Remove {
+            path: path_of(ctx, &d.path, "remove")?,
+        });
+    }
+    if let Some(d) = &m.append {
+        ops.push(MutationOp::Append {
+            path: path_of(ctx, &d.path, "append")?,
+            value: d.value.clone(),
+        });
+    }
+    for (field, add, remove, add_key, remove_key) in [
+        (
+            "labels",
+            &m.add_labels,
+            &m.remove_labels,
+            "addLabels",
+            "removeLabels",
+        ),
+        (
+            "annotations",
+            &m.add_annotations,
+            &m.remove_annotations,
+            "addAnnotations",
+            "removeAnnotations",
+        ),
+    ] {
+        for k in remove {
+            if add.contains_key(k) {
+                ctx.error(
+                    &at.key(remove_key),
+                    ErrorKind::Conflict,
+                    format!("`{k}` is both added ({add_key}) and removed"),
+                );
+            }
+        }
+        if !add.is_empty() || !remove.is_empty() {
+            ops.push(MutationOp::Metadata {
+                field,
+                add: add.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                remove: remove.clone(),
+            });
+        }
+    }
+    if ctx.diags.len() > before {
+        return None;
+    }
+    Some(MutationIr {
+        name: m.name.clone(),
+        matcher,
+        ops,
+        origin: format!("{} (mutation {})", ctx.doc.locate(at), m.name),
+    })
+}

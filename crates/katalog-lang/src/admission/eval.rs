@@ -1,0 +1,1054 @@
+//! Evaluate admission rules for one request: values in, verdict out.
+
+use serde_json::{Map, Value};
+
+use super::{
+    AdmissionIr, CheckIr, ConditionIr, MatchIr, MutationOp, ProtectedResource, SelectorIr,
+    ValidationIr,
+};
+use crate::cel::CelProgram;
+use crate::convert::{json_eq, type_name};
+use crate::document::{Action, Operation, SelectorOperator};
+use crate::ir::Ir;
+use crate::path::{Path, Segment};
+
+/// Which webhook endpoint is asking; `All` simulates them in the
+/// apiserver's order: mutations, then validations and protections on the
+/// mutated object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Validate,
+    Mutate,
+    DeletionProtection,
+    NamespaceProtection,
+    StrictMode,
+    All,
+}
+
+impl Endpoint {
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "validate",
+            Endpoint::Mutate => "mutate",
+            Endpoint::DeletionProtection => "deletion-protection",
+            Endpoint::NamespaceProtection => "namespace-protection",
+            Endpoint::StrictMode => "strict-mode-protection",
+            Endpoint::All => "all",
+        }
+    }
+}
+
+/// One admission request, as the evaluator needs it.
+#[derive(Clone, Debug)]
+pub struct AdmissionInput {
+    pub operation: Operation,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    /// Empty for the main resource.
+    pub subresource: String,
+    pub kind: String,
+    pub name: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub object: Option<Value>,
+    pub old_object: Option<Value>,
+    pub username: String,
+    pub groups: Vec<String>,
+    pub dry_run: bool,
+    /// The namespace the object lives in, when the caller has it (CEL's
+    /// `namespaceObject`, and namespace label selectors).
+    pub namespace_object: Option<Value>,
+    /// The request as CEL's `request` sees it.
+    pub request: Value,
+}
+
+/// A rule's finding.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub rule: String,
+    pub message: String,
+}
+
+/// The outcome of evaluating a request.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub denials: Vec<Finding>,
+    pub warnings: Vec<Finding>,
+    pub audits: Vec<Finding>,
+    /// Names of the mutations that changed the object.
+    pub mutations: Vec<String>,
+    /// RFC 6902 operations turning the object into `patched`.
+    pub patch: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patched: Option<Value>,
+}
+
+/// Warnings are shown by kubectl one per line; the apiserver truncates long ones.
+pub const WARNING_MAX_CHARS: usize = 120;
+pub const WARNINGS_MAX_TOTAL: usize = 4096;
+
+impl Verdict {
+    /// The denial message: every denying rule, named.
+    pub fn message(&self) -> String {
+        self.denials
+            .iter()
+            .map(|f| format!("[{}] {}", f.rule, f.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Warnings as sent: at most 120 characters each, 4096 in total.
+    pub fn warning_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut total = 0;
+        for (i, w) in self.warnings.iter().enumerate() {
+            let line = truncate(&format!("[{}] {}", w.rule, w.message), WARNING_MAX_CHARS);
+            if total + line.len() > WARNINGS_MAX_TOTAL - 40 {
+                out.push(format!("... and {} more warnings", self.warnings.len() - i));
+                break;
+            }
+            total += line.len();
+            out.push(line);
+        }
+        out
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+/// Evaluate the Katalog's admission rules for one request.
+pub fn evaluate(ir: &Ir, input: &AdmissionInput, endpoint: Endpoint) -> Verdict {
+    let adm = &ir.admission;
+    let mut verdict = Verdict {
+        allowed: true,
+        ..Default::default()
+    };
+    let mut object = input.object.clone();
+    if matches!(endpoint, Endpoint::Mutate | Endpoint::All) {
+        mutate(adm, input, &mut object, &mut verdict);
+    }
+    let input_after = if matches!(endpoint, Endpoint::All) && verdict.patched.is_some() {
+        let mut i = input.clone();
+        i.object = object.clone();
+        std::borrow::Cow::Owned(i)
+    } else {
+        std::borrow::Cow::Borrowed(input)
+    };
+    let input = input_after.as_ref();
+    if matches!(endpoint, Endpoint::Validate | Endpoint::All) {
+        let vars = Vars::new(adm, input);
+        for v in &adm.validations {
+            validate(v, input, &vars, &mut verdict);
+        }
+    }
+    let sec = &adm.security;
+    if matches!(endpoint, Endpoint::DeletionProtection | Endpoint::All) {
+        deletion_protection(adm, input, &mut verdict);
+    }
+    if matches!(endpoint, Endpoint::NamespaceProtection | Endpoint::All) {
+        namespace_protection(&sec.protected, input, &mut verdict);
+    }
+    if matches!(endpoint, Endpoint::StrictMode | Endpoint::All) {
+        strict_mode(adm, input, &mut verdict);
+    }
+    verdict.allowed = verdict.denials.is_empty();
+    verdict
+}
+
+/// CEL activation shared by the rules of one request.
+struct Vars {
+    object: Value,
+    old_object: Value,
+    request: Value,
+    namespace_object: Value,
+    variables: Value,
+    /// A Katalog-wide variable that failed to evaluate: rules using CEL fail.
+    error: Option<String>,
+}
+
+impl Vars {
+    fn new(adm: &AdmissionIr, input: &AdmissionInput) -> Self {
+        let mut vars = Vars {
+            object: input.object.clone().unwrap_or(Value::Null),
+            old_object: input.old_object.clone().unwrap_or(Value::Null),
+            request: input.request.clone(),
+            namespace_object: input.namespace_object.clone().unwrap_or(Value::Null),
+            variables: Value::Object(Map::new()),
+            error: None,
+        };
+        for (name, prog) in &adm.variables {
+            match vars.eval(prog, None, None) {
+                Ok(v) => {
+                    if let Value::Object(m) = &mut vars.variables {
+                        m.insert(name.clone(), v);
+                    }
+                }
+                Err(e) => {
+                    vars.error = Some(format!("variable `{name}`: {e}"));
+                    break;
+                }
+            }
+        }
+        vars
+    }
+
+    fn eval(
+        &self,
+        prog: &CelProgram,
+        this: Option<&Value>,
+        local: Option<&Value>,
+    ) -> Result<Value, String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let variables = local.unwrap_or(&self.variables);
+        let mut bindings: Vec<(&str, &Value)> = vec![
+            ("object", &self.object),
+            ("oldObject", &self.old_object),
+            ("request", &self.request),
+            ("namespaceObject", &self.namespace_object),
+            ("variables", variables),
+        ];
+        if let Some(s) = this {
+            bindings.push(("self", s));
+        }
+        prog.eval(&bindings).map_err(|e| e.to_string())
+    }
+
+    /// The Katalog-wide variables plus a rule's own.
+    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<Value>, String> {
+        if locals.is_empty() {
+            return Ok(None);
+        }
+        let mut vars = self.variables.clone();
+        for (name, prog) in locals {
+            let v = self.eval(prog, None, Some(&vars))?;
+            if let Value::Object(m) = &mut vars {
+                m.insert(name.clone(), v);
+            }
+        }
+        Ok(Some(vars))
+    }
+}
+
+fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
+    object?.pointer("/metadata/labels")?.as_object()
+}
+
+fn selector_matches(sel: &SelectorIr, labels: Option<&Map<String, Value>>) -> bool {
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    sel.match_labels
+        .iter()
+        .all(|(k, v)| get(k) == Some(v.as_str()))
+        && sel.expressions.iter().all(|(k, op, values)| match op {
+            SelectorOperator::In => get(k).is_some_and(|v| values.iter().any(|x| x == v)),
+            SelectorOperator::NotIn => get(k).is_none_or(|v| !values.iter().any(|x| x == v)),
+            SelectorOperator::Exists => get(k).is_some(),
+            SelectorOperator::DoesNotExist => get(k).is_none(),
+        })
+}
+
+/// The object rules look at: the new one, or for DELETE the old one.
+fn subject(input: &AdmissionInput) -> Option<&Value> {
+    input.object.as_ref().or(input.old_object.as_ref())
+}
+
+fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, String> {
+    if !m.operations.contains(&input.operation) {
+        return Ok(false);
+    }
+    if !m
+        .resources
+        .iter()
+        .any(|r| r.matches(&input.group, &input.version, &input.resource))
+    {
+        return Ok(false);
+    }
+    let sub_ok = if m.subresources.is_empty() {
+        input.subresource.is_empty()
+    } else {
+        m.subresources
+            .iter()
+            .any(|s| s == "*" || *s == input.subresource)
+    };
+    if !sub_ok {
+        return Ok(false);
+    }
+    if !m.namespaces_include.is_empty() && !m.namespaces_include.contains(&input.namespace) {
+        return Ok(false);
+    }
+    if m.namespaces_exclude.contains(&input.namespace) && !input.namespace.is_empty() {
+        return Ok(false);
+    }
+    // Without the namespace object the apiserver has applied the selector
+    // already (registration turns it into the webhook's namespaceSelector).
+    if let (Some(sel), Some(ns)) = (&m.namespace_selector, &input.namespace_object)
+        && !selector_matches(sel, labels_of(Some(ns)))
+    {
+        return Ok(false);
+    }
+    if let Some(sel) = &m.object_selector {
+        let new = input
+            .object
+            .as_ref()
+            .is_some_and(|o| selector_matches(sel, labels_of(Some(o))));
+        let old = input
+            .old_object
+            .as_ref()
+            .is_some_and(|o| selector_matches(sel, labels_of(Some(o))));
+        if !new && !old {
+            return Ok(false);
+        }
+    }
+    if !m.users_include.is_empty() && !m.users_include.contains(&input.username) {
+        return Ok(false);
+    }
+    if m.users_exclude.contains(&input.username) {
+        return Ok(false);
+    }
+    if !m.groups_include.is_empty() && !input.groups.iter().any(|g| m.groups_include.contains(g)) {
+        return Ok(false);
+    }
+    if input.groups.iter().any(|g| m.groups_exclude.contains(g)) {
+        return Ok(false);
+    }
+    match &m.condition {
+        None => Ok(true),
+        Some(c) => {
+            let Some(vars) = vars else { return Ok(true) };
+            condition_holds(c, input, vars)
+        }
+    }
+}
+
+fn condition_holds(c: &ConditionIr, input: &AdmissionInput, vars: &Vars) -> Result<bool, String> {
+    Ok(match c {
+        ConditionIr::All(items) => {
+            for i in items {
+                if !condition_holds(i, input, vars)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        ConditionIr::Any(items) => {
+            for i in items {
+                if condition_holds(i, input, vars)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        ConditionIr::Not(inner) => !condition_holds(inner, input, vars)?,
+        ConditionIr::Cel(prog) => match vars.eval(prog, None, None)? {
+            Value::Bool(b) => b,
+            other => {
+                return Err(format!(
+                    "condition `{}` gave {}, not a boolean",
+                    prog.source(),
+                    type_name(&other)
+                ));
+            }
+        },
+        ConditionIr::Check { paths, check } => {
+            run_check(check, paths, input, vars, None)?.is_empty()
+        }
+    })
+}
+
+/// Values a rule looks at, with their concrete paths.
+fn selected<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, &'v Value)> {
+    if paths.is_empty() {
+        return vec![(Path::root(), object)];
+    }
+    paths.iter().flat_map(|p| p.select(object)).collect()
+}
+
+fn show(v: &Value) -> String {
+    let s = serde_json::to_string(v).unwrap_or_default();
+    truncate(&s, 60)
+}
+
+/// The violations of a check (empty: it passes). Errors are evaluation failures.
+fn run_check(
+    check: &CheckIr,
+    paths: &[Path],
+    input: &AdmissionInput,
+    vars: &Vars,
+    locals: Option<&Value>,
+) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let null = Value::Null;
+    let object = subject(input).unwrap_or(&null);
+    let values = selected(paths, object);
+    let name = |p: &Path| {
+        if p.is_root() {
+            "the object".to_string()
+        } else {
+            format!("`{p}`")
+        }
+    };
+    let path_text = paths.first().map(|p| p.to_string()).unwrap_or_default();
+    if check.exists && values.is_empty() {
+        out.push(format!("`{path_text}` is required"));
+    }
+    if check.absent {
+        for (p, _) in &values {
+            out.push(format!("{} must not be set", name(p)));
+        }
+    }
+    for (p, v) in &values {
+        let at = name(p);
+        if let Some(want) = &check.equals
+            && !json_eq(v, want)
+        {
+            out.push(format!("{at} must be {}, found {}", show(want), show(v)));
+        }
+        if let Some(list) = &check.in_
+            && !list.iter().any(|x| json_eq(x, v))
+        {
+            let allowed: Vec<String> = list.iter().map(show).collect();
+            out.push(format!(
+                "{at} is {}, not one of {}",
+                show(v),
+                allowed.join(", ")
+            ));
+        }
+        if let Some(list) = &check.not_in
+            && list.iter().any(|x| json_eq(x, v))
+        {
+            out.push(format!("{at} may not be {}", show(v)));
+        }
+        if check.minimum.is_some() || check.maximum.is_some() {
+            match v.as_f64() {
+                Some(n) => {
+                    if let Some(min) = check.minimum
+                        && n < min
+                    {
+                        out.push(format!("{at} must be at least {min}, found {}", show(v)));
+                    }
+                    if let Some(max) = check.maximum
+                        && n > max
+                    {
+                        out.push(format!("{at} must be at most {max}, found {}", show(v)));
+                    }
+                }
+                None => out.push(format!("{at} must be a number, found {}", type_name(v))),
+            }
+        }
+        if check.min_length.is_some() || check.max_length.is_some() {
+            let len = match v {
+                Value::String(s) => Some(s.chars().count() as u64),
+                Value::Array(a) => Some(a.len() as u64),
+                Value::Object(m) => Some(m.len() as u64),
+                _ => None,
+            };
+            match len {
+                Some(n) => {
+                    if let Some(min) = check.min_length
+                        && n < min
+                    {
+                        out.push(format!(
+                            "{at} must have a length of at least {min}, found {n}"
+                        ));
+                    }
+                    if let Some(max) = check.max_length
+                        && n > max
+                    {
+                        out.push(format!(
+                            "{at} must have a length of at most {max}, found {n}"
+                        ));
+                    }
+                }
+                None => out.push(format!("{at} has no length: it is {}", type_name(v))),
+            }
+        }
+        if check.pattern.is_some() || check.prefix.is_some() || check.suffix.is_some() {
+            match v.as_str() {
+                Some(s) => {
+                    if let Some(re) = &check.pattern
+                        && !re.is_match(s)
+                    {
+                        let shown = re
+                            .as_str()
+                            .trim_start_matches("^(?:")
+                            .trim_end_matches(")$");
+                        out.push(format!("{at} = {} does not match /{shown}/", show(v)));
+                    }
+                    if let Some(pre) = &check.prefix
+                        && !s.starts_with(pre.as_str())
+                    {
+                        out.push(format!("{at} = {} must start with {pre:?}", show(v)));
+                    }
+                    if let Some(suf) = &check.suffix
+                        && !s.ends_with(suf.as_str())
+                    {
+                        out.push(format!("{at} = {} must end with {suf:?}", show(v)));
+                    }
+                }
+                None => out.push(format!("{at} must be a string, found {}", type_name(v))),
+            }
+        }
+        if let Some(prog) = &check.cel {
+            match vars.eval(prog, Some(v), locals)? {
+                Value::Bool(true) => {}
+                Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
+                other => {
+                    return Err(format!(
+                        "`{}` gave {}, not a boolean",
+                        prog.source(),
+                        type_name(&other)
+                    ));
+                }
+            }
+        }
+    }
+    if check.unique {
+        for (i, (p, v)) in values.iter().enumerate() {
+            if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
+                out.push(format!(
+                    "{} repeats the value {} of {}",
+                    name(p),
+                    show(v),
+                    name(q)
+                ));
+            }
+        }
+    }
+    if check.immutable
+        && input.operation == Operation::Update
+        && let (Some(old), Some(new)) = (&input.old_object, &input.object)
+    {
+        for (p, was) in selected(paths, old) {
+            match p.get(new) {
+                None => out.push(format!(
+                    "{} is immutable and may not be removed (was {})",
+                    name(&p),
+                    show(was)
+                )),
+                Some(now) if !json_eq(now, was) => out.push(format!(
+                    "{} is immutable: it was {}, now {}",
+                    name(&p),
+                    show(was),
+                    show(now)
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut Verdict) {
+    let outcome = (|| -> Result<Option<Vec<String>>, String> {
+        if !matches(&v.matcher, input, Some(vars))? {
+            return Ok(None);
+        }
+        let locals = vars.with_locals(&v.variables)?;
+        let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
+        Ok((!violations.is_empty()).then_some(violations))
+    })();
+    let message = match outcome {
+        Ok(None) => return,
+        Ok(Some(violations)) => {
+            let custom = match &v.message_expression {
+                Some(prog) => match vars.eval(prog, None, None) {
+                    Ok(Value::String(s)) => Some(s),
+                    Ok(other) => Some(format!(
+                        "{} (messageExpression gave {})",
+                        violations.join("; "),
+                        type_name(&other)
+                    )),
+                    Err(e) => Some(format!(
+                        "{} (messageExpression failed: {e})",
+                        violations.join("; ")
+                    )),
+                },
+                None => v.message.clone(),
+            };
+            custom.unwrap_or_else(|| violations.join("; "))
+        }
+        // A rule that cannot be evaluated fails closed.
+        Err(e) => format!("failed to evaluate the rule: {e}"),
+    };
+    let finding = Finding {
+        rule: v.name.clone(),
+        message,
+    };
+    match v.action {
+        Action::Deny => verdict.denials.push(finding),
+        Action::Warn => verdict.warnings.push(finding),
+        Action::Audit => verdict.audits.push(finding),
+    }
+}
+
+fn mutate(
+    adm: &AdmissionIr,
+    input: &AdmissionInput,
+    object: &mut Option<Value>,
+    verdict: &mut Verdict,
+) {
+    let Some(original) = input.object.as_ref() else {
+        return;
+    };
+    if adm.mutations.is_empty() {
+        return;
+    }
+    let mut current = original.clone();
+    for m in &adm.mutations {
+        let view = AdmissionInput {
+            object: Some(current.clone()),
+            ..input.clone()
+        };
+        let vars = Vars::new(adm, &view);
+        match matches(&m.matcher, &view, Some(&vars)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                verdict.warnings.push(Finding {
+                    rule: m.name.clone(),
+                    message: format!("skipped: its match failed to evaluate: {e}"),
+                });
+                continue;
+            }
+        }
+        let before = current.clone();
+        for op in &m.ops {
+            if let Err(e) = apply(op, &mut current) {
+                verdict.warnings.push(Finding {
+                    rule: m.name.clone(),
+                    message: format!("skipped: {e}"),
+                });
+            }
+        }
+        if current != before {
+            verdict.mutations.push(m.name.clone());
+        }
+    }
+    let patch = json_patch::diff(original, &current);
+    verdict.patch = patch
+        .0
+        .iter()
+        .filter_map(|op| serde_json::to_value(op).ok())
+        .collect();
+    if !verdict.patch.is_empty() {
+        verdict.patched = Some(current.clone());
+        *object = Some(current);
+    }
+}
+
+fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
+    match op {
+        MutationOp::Default { path, value } => set_each(path, obj, value, false),
+        MutationOp::Set { path, value } => set_each(path, obj, value, true),
+        MutationOp::Remove { path } => {
+            let mut targets: Vec<Path> = path.select(obj).into_iter().map(|(p, _)| p).collect();
+            // Remove later list elements first so earlier indices stay valid.
+            targets.reverse();
+            for p in targets {
+                remove_at(obj, &p);
+            }
+            Ok(())
+        }
+        MutationOp::Append { path, value } => {
+            for parent in parents(path, obj) {
+                let Some(Segment::Key(key)) = path.segments().last() else {
+                    continue;
+                };
+                let target = parent.child(key.clone());
+                match target.get(obj) {
+                    None => target.set(obj, Value::Array(vec![value.clone()]))?,
+                    Some(Value::Array(items)) if items.iter().any(|x| json_eq(x, value)) => {}
+                    Some(Value::Array(_)) => {
+                        if let Some(Value::Array(items)) = get_mut(obj, &target) {
+                            items.push(value.clone());
+                        }
+                    }
+                    Some(other) => {
+                        return Err(format!("`{target}` is {}, not a list", type_name(other)));
+                    }
+                }
+            }
+            Ok(())
+        }
+        MutationOp::Metadata { field, add, remove } => {
+            let path = Path::root().child("metadata").child(*field);
+            for (k, v) in add {
+                let p = path.child(k.clone());
+                if p.get(obj).and_then(Value::as_str) != Some(v.as_str()) {
+                    p.set(obj, Value::String(v.clone()))?;
+                }
+            }
+            for k in remove {
+                remove_at(obj, &path.child(k.clone()));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The concrete parents of a path's last key (wildcards expanded; without a
+/// wildcard, the parent even if it does not exist yet).
+fn parents(path: &Path, obj: &Value) -> Vec<Path> {
+    let Some((_, parent)) = path.segments().split_last() else {
+        return vec![];
+    };
+    let parent = Path::from_segments(parent.to_vec());
+    if parent.has_wildcard() {
+        parent
+            .select(obj)
+            .into_iter()
+            .filter(|(_, v)| v.is_object())
+            .map(|(p, _)| p)
+            .collect()
+    } else {
+        vec![parent]
+    }
+}
+
+fn set_each(path: &Path, obj: &mut Value, value: &Value, replace: bool) -> Result<(), String> {
+    let Some(Segment::Key(key)) = path.segments().last() else {
+        return Err(format!("`{path}` must end with a field name"));
+    };
+    for parent in parents(path, obj) {
+        let target = parent.child(key.clone());
+        match target.get(obj) {
+            Some(existing) if !replace || json_eq(existing, value) => {}
+            _ => target.set(obj, value.clone())?,
+        }
+    }
+    Ok(())
+}
+
+fn get_mut<'v>(obj: &'v mut Value, path: &Path) -> Option<&'v mut Value> {
+    let mut cur = obj;
+    for seg in path.segments() {
+        cur = match (seg, cur) {
+            (Segment::Key(k), Value::Object(m)) => m.get_mut(k)?,
+            (Segment::Index(i), Value::Array(a)) => a.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Remove one concrete place, leaving its parents as they are.
+fn remove_at(obj: &mut Value, path: &Path) {
+    let Some((last, parent)) = path.segments().split_last() else {
+        return;
+    };
+    let Some(container) = get_mut(obj, &Path::from_segments(parent.to_vec())) else {
+        return;
+    };
+    match (last, container) {
+        (Segment::Key(k), Value::Object(m)) => {
+            m.shift_remove(k);
+        }
+        (Segment::Index(i), Value::Array(a)) if *i < a.len() => {
+            a.remove(*i);
+        }
+        _ => {}
+    }
+}
+
+fn protected_resource<'a>(
+    protected: &'a [ProtectedResource],
+    input: &AdmissionInput,
+) -> Option<&'a ProtectedResource> {
+    protected
+        .iter()
+        .find(|r| r.group == input.group && r.plural == input.resource)
+}
+
+fn describe(input: &AdmissionInput) -> String {
+    let who = if input.namespace.is_empty() {
+        input.name.clone()
+    } else {
+        format!("{}/{}", input.namespace, input.name)
+    };
+    format!(
+        "{} {who}",
+        if input.kind.is_empty() {
+            &input.resource
+        } else {
+            &input.kind
+        }
+    )
+}
+
+fn label_value<'v>(object: Option<&'v Value>, label: &str) -> Option<&'v str> {
+    labels_of(object)?.get(label)?.as_str()
+}
+
+fn deletion_protection(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut Verdict) {
+    let del = &adm.security.deletion;
+    if input.operation != Operation::Delete {
+        return;
+    }
+    let rule = "deletion-protection".to_string();
+    if input.group == "apiextensions.k8s.io"
+        && input.resource == "customresourcedefinitions"
+        && del.crds
+    {
+        if let Some(r) = adm
+            .security
+            .protected
+            .iter()
+            .find(|r| r.deletion && format!("{}.{}", r.plural, r.group) == input.name)
+        {
+            verdict.denials.push(Finding {
+                rule,
+                message: format!(
+                    "CustomResourceDefinition {} is protected by the Katalog; to delete it, set `protection.deletion: false` on resource {}/{} (or `spec.security.deletionProtection.enabled: false`) and let the Katalog reload",
+                    input.name, r.group, r.kind
+                ),
+            });
+        }
+        return;
+    }
+    if let Some(r) = protected_resource(&adm.security.protected, input)
+        && r.deletion
+        && label_value(input.old_object.as_ref(), &del.label) == Some("true")
+    {
+        let how = if r.strict_mode {
+            "strict mode is on, so first set `protection.strictMode: false` for it in the Katalog, then remove the label"
+        } else {
+            "remove the label first"
+        };
+        verdict.denials.push(Finding {
+            rule,
+            message: format!(
+                "{} carries the label {}=true and is protected from deletion; {how} (kubectl label {} {} {}-)",
+                describe(input),
+                del.label,
+                r.plural,
+                input.name,
+                del.label
+            ),
+        });
+        return;
+    }
+    if del.enabled
+        && let Some((_, resource, _, name)) = del.engine.iter().find(|(g, res, ns, name)| {
+            *g == input.group
+                && *res == input.resource
+                && *ns == input.namespace
+                && *name == input.name
+        })
+    {
+        verdict.denials.push(Finding {
+            rule,
+            message: format!(
+                "{resource} {}/{name} belongs to the katalog engine and is protected while deletion protection is on; set `spec.security.deletionProtection.enabled: false` and let the Katalog reload first",
+                input.namespace
+            ),
+        });
+    }
+}
+
+fn namespace_protection(
+    protected: &[ProtectedResource],
+    input: &AdmissionInput,
+    verdict: &mut Verdict,
+) {
+    if input.operation != Operation::Create || input.namespace.is_empty() {
+        return;
+    }
+    let Some(r) = protected_resource(protected, input) else {
+        return;
+    };
+    let ns = &input.namespace;
+    let rule = "namespace-protection".to_string();
+    if r.restricted_namespaces.contains(ns) {
+        verdict.denials.push(Finding {
+            rule,
+            message: format!(
+                "namespace {ns} is restricted for {}/{}; create it in another namespace (restrictedNamespaces: {})",
+                r.group,
+                r.kind,
+                r.restricted_namespaces.join(", ")
+            ),
+        });
+    } else if !r.allowed_namespaces.is_empty() && !r.allowed_namespaces.contains(ns) {
+        verdict.denials.push(Finding {
+            rule,
+            message: format!(
+                "{}/{} may only be created in the namespaces {}; {ns} is not one of them",
+                r.group,
+                r.kind,
+                r.allowed_namespaces.join(", ")
+            ),
+        });
+    }
+}
+
+fn strict_mode(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut Verdict) {
+    if input.operation != Operation::Update {
+        return;
+    }
+    let Some(r) = protected_resource(&adm.security.protected, input) else {
+        return;
+    };
+    if !r.strict_mode {
+        return;
+    }
+    let label = &adm.security.deletion.label;
+    let was = label_value(input.old_object.as_ref(), label) == Some("true");
+    let now = label_value(input.object.as_ref(), label) == Some("true");
+    // Nothing else in the update counts: no label or annotation unlocks it.
+    if was && !now {
+        verdict.denials.push(Finding {
+            rule: "strict-mode-protection".into(),
+            message: format!(
+                "{} may not lose the label {label}=true while strict mode is on; set `protection.strictMode: false` for {}/{} in the Katalog first",
+                describe(input),
+                r.group,
+                r.kind
+            ),
+        });
+    }
+}
+
+/// A request described the way a person writes it (CLI flags, test cases):
+/// the evaluator's input is derived from it.
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimulatedRequest {
+    /// `group/version/resource` (`apps/v1/deployments`, `v1/pods`); by
+    /// default derived from the object's apiVersion and kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Default CREATE (UPDATE when `oldObject` is given with `object`,
+    /// DELETE when only `oldObject` is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Operation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// Default: the object's `metadata.namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_object: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_object: Option<Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// `Pod` → `pods`, `Ingress` → `ingresses`, `NetworkPolicy` → `networkpolicies`.
+fn guess_plural(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    if lower.ends_with('s')
+        || lower.ends_with('x')
+        || lower.ends_with("ch")
+        || lower.ends_with("sh")
+    {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+impl SimulatedRequest {
+    /// The evaluator's input; the Katalog supplies plurals of its resources.
+    pub fn to_input(&self, ir: &Ir) -> Result<AdmissionInput, String> {
+        let operation = self
+            .operation
+            .unwrap_or(match (&self.object, &self.old_object) {
+                (Some(_), Some(_)) => Operation::Update,
+                (None, Some(_)) => Operation::Delete,
+                _ => Operation::Create,
+            });
+        let subject = self.object.as_ref().or(self.old_object.as_ref());
+        if operation != Operation::Delete && self.object.is_none() {
+            return Err(format!("{} needs an object", operation.as_str()));
+        }
+        let api_version = subject
+            .and_then(|o| o.get("apiVersion"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = subject
+            .and_then(|o| o.get("kind"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let (group, version) = crate::convert::split_api_version(api_version);
+        let (group, version, resource) = match &self.resource {
+            Some(r) => {
+                let parts: Vec<&str> = r.split('/').collect();
+                match parts.as_slice() {
+                    [v, r] => (String::new(), v.to_string(), r.to_string()),
+                    [g, v, r] => (g.to_string(), v.to_string(), r.to_string()),
+                    _ => return Err(format!("`{r}` is not group/version/resource")),
+                }
+            }
+            None => {
+                if kind.is_empty() {
+                    return Err("cannot tell the resource: give `resource` or an object with apiVersion and kind".into());
+                }
+                let plural = ir
+                    .resource(group, &kind)
+                    .map(|r| r.plural.clone())
+                    .unwrap_or_else(|| guess_plural(&kind));
+                (group.to_string(), version.to_string(), plural)
+            }
+        };
+        let meta = |field: &str| {
+            subject
+                .and_then(|o| o.pointer(&format!("/metadata/{field}")))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let namespace = self.namespace.clone().unwrap_or_else(|| meta("namespace"));
+        let name = meta("name");
+        let username = self.user.clone().unwrap_or_else(|| "katalog-cli".into());
+        let request = serde_json::json!({
+            "uid": "00000000-0000-0000-0000-000000000000",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "subResource": self.subresource.clone().unwrap_or_default(),
+            "name": name,
+            "namespace": namespace,
+            "operation": operation.as_str(),
+            "userInfo": {"username": username, "groups": self.groups},
+            "dryRun": self.dry_run,
+        });
+        Ok(AdmissionInput {
+            operation,
+            group,
+            version,
+            resource,
+            subresource: self.subresource.clone().unwrap_or_default(),
+            kind,
+            name,
+            namespace,
+            object: self.object.clone(),
+            old_object: self.old_object.clone(),
+            username,
+            groups: self.groups.clone(),
+            dry_run: self.dry_run,
+            namespace_object: self.namespace_object.clone(),
+            request,
+        })
+    }
+}

@@ -1,0 +1,209 @@
+//! Admission: validation, mutation and protections.
+//!
+//! Stages mirror conversion: `compile` turns the document's rules into the
+//! checked IR below, `eval` evaluates it for one request (pure: values in,
+//! verdict out), `review` speaks the AdmissionReview protocol.
+
+pub mod compile;
+pub mod eval;
+pub mod review;
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::cel::CelProgram;
+use crate::document::{Action, Operation, SelectorOperator};
+use crate::path::Path;
+
+pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
+
+/// Everything admission needs, compiled.
+#[derive(Debug, Default)]
+pub struct AdmissionIr {
+    pub variables: Vec<(String, CelProgram)>,
+    pub validations: Vec<ValidationIr>,
+    pub mutations: Vec<MutationIr>,
+    pub security: SecurityIr,
+}
+
+impl AdmissionIr {
+    /// True when the Katalog declares anything the given endpoint serves.
+    pub fn serves(&self, endpoint: Endpoint) -> bool {
+        match endpoint {
+            Endpoint::Validate => !self.validations.is_empty(),
+            Endpoint::Mutate => !self.mutations.is_empty(),
+            Endpoint::DeletionProtection => self.security.deletion.enabled,
+            Endpoint::NamespaceProtection => {
+                self.security.protected.iter().any(|r| {
+                    !r.allowed_namespaces.is_empty() || !r.restricted_namespaces.is_empty()
+                })
+            }
+            Endpoint::StrictMode => self.security.protected.iter().any(|r| r.strict_mode),
+            Endpoint::All => true,
+        }
+    }
+}
+
+/// `group/version/resource` with `None` for `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePattern {
+    pub group: Option<String>,
+    pub version: Option<String>,
+    pub resource: Option<String>,
+}
+
+impl ResourcePattern {
+    pub fn matches(&self, group: &str, version: &str, resource: &str) -> bool {
+        let ok = |p: &Option<String>, v: &str| p.as_deref().is_none_or(|p| p == v);
+        ok(&self.group, group) && ok(&self.version, version) && ok(&self.resource, resource)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SelectorIr {
+    pub match_labels: Vec<(String, String)>,
+    pub expressions: Vec<(String, SelectorOperator, Vec<String>)>,
+}
+
+#[derive(Debug, Default)]
+pub struct MatchIr {
+    pub resources: Vec<ResourcePattern>,
+    pub operations: BTreeSet<Operation>,
+    pub namespaces_include: Vec<String>,
+    pub namespaces_exclude: Vec<String>,
+    pub namespace_selector: Option<SelectorIr>,
+    pub object_selector: Option<SelectorIr>,
+    /// Empty: the main resource only. `*`: any.
+    pub subresources: Vec<String>,
+    pub users_include: Vec<String>,
+    pub users_exclude: Vec<String>,
+    pub groups_include: Vec<String>,
+    pub groups_exclude: Vec<String>,
+    pub condition: Option<ConditionIr>,
+}
+
+#[derive(Debug)]
+pub enum ConditionIr {
+    All(Vec<ConditionIr>),
+    Any(Vec<ConditionIr>),
+    Not(Box<ConditionIr>),
+    Cel(CelProgram),
+    Check {
+        paths: Vec<Path>,
+        check: Box<CheckIr>,
+    },
+}
+
+/// The compiled tests of a `check`.
+#[derive(Debug, Default)]
+pub struct CheckIr {
+    pub exists: bool,
+    pub absent: bool,
+    pub equals: Option<Value>,
+    pub in_: Option<Vec<Value>>,
+    pub not_in: Option<Vec<Value>>,
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub pattern: Option<Regex>,
+    pub prefix: Option<String>,
+    pub suffix: Option<String>,
+    pub immutable: bool,
+    pub unique: bool,
+    pub cel: Option<CelProgram>,
+}
+
+#[derive(Debug)]
+pub struct ValidationIr {
+    pub name: String,
+    pub matcher: MatchIr,
+    pub action: Action,
+    pub message: Option<String>,
+    pub message_expression: Option<CelProgram>,
+    /// The paths checked (several when `allContainers` expands one); empty
+    /// means the whole object.
+    pub paths: Vec<Path>,
+    pub check: CheckIr,
+    pub variables: Vec<(String, CelProgram)>,
+    /// Where the rule was written.
+    pub origin: String,
+}
+
+#[derive(Debug)]
+pub enum MutationOp {
+    Default {
+        path: Path,
+        value: Value,
+    },
+    Set {
+        path: Path,
+        value: Value,
+    },
+    Remove {
+        path: Path,
+    },
+    Append {
+        path: Path,
+        value: Value,
+    },
+    Metadata {
+        field: &'static str,
+        add: Vec<(String, String)>,
+        remove: Vec<String>,
+    },
+}
+
+#[derive(Debug)]
+pub struct MutationIr {
+    pub name: String,
+    pub matcher: MatchIr,
+    pub ops: Vec<MutationOp>,
+    pub origin: String,
+}
+
+impl MutationIr {
+    /// The paths this mutation writes (for analysis and the fast path).
+    pub fn writes(&self) -> Vec<Path> {
+        self.ops
+            .iter()
+            .map(|op| match op {
+                MutationOp::Default { path, .. }
+                | MutationOp::Set { path, .. }
+                | MutationOp::Remove { path }
+                | MutationOp::Append { path, .. } => path.clone(),
+                MutationOp::Metadata { field, .. } => Path::root().child("metadata").child(*field),
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct DeletionIr {
+    pub enabled: bool,
+    pub label: String,
+    pub crds: bool,
+    /// (group, resource, namespace, name) of the engine's own objects.
+    pub engine: Vec<(String, String, String, String)>,
+}
+
+/// A declared resource as the protections see it.
+#[derive(Debug, Default)]
+pub struct ProtectedResource {
+    pub group: String,
+    pub plural: String,
+    pub kind: String,
+    pub deletion: bool,
+    pub strict_mode: bool,
+    pub allowed_namespaces: Vec<String>,
+    pub restricted_namespaces: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct SecurityIr {
+    pub deletion: DeletionIr,
+    pub protected: Vec<ProtectedResource>,
+    pub cleanup_on_shutdown: bool,
+}
