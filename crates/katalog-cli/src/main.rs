@@ -10,6 +10,33 @@ use katalog_lang::document::Operation;
 use katalog_lang::{Diagnostics, ErrorKind, Ir};
 use serde_json::Value;
 
+/// Print to standard output; a closed pipe (`katalog ... | head`) ends the
+/// program quietly instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout().lock(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+
+pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: failed to write to standard output: {e}");
+    std::process::exit(2);
+}
+
 mod files;
 mod test_cmd;
 
@@ -184,7 +211,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                             .flat_map(|r| &r.versions)
                             .map(|v| v.rules.len())
                             .sum();
-                        println!(
+                        outln!(
                             "{}: ok ({} resource{}, {} rule{})",
                             path.display(),
                             ir.resources.len(),
@@ -247,7 +274,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 katalog_lang::review::review_conversion_bytes(&ir, &body)
                     .map_err(|e| Exit(format!("error: {e}"), 1))?
             };
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&response).unwrap_or_default()
             );
@@ -308,7 +335,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 .map_err(|e| Exit(format!("error: {e}"), 2))?;
             let verdict = katalog_lang::admission::evaluate(&ir, &input, Endpoint::All);
             match output {
-                AdmitFormat::Json => println!(
+                AdmitFormat::Json => outln!(
                     "{}",
                     serde_json::to_string_pretty(&verdict).unwrap_or_default()
                 ),
@@ -330,12 +357,12 @@ fn run(cli: Cli) -> Result<(), Exit> {
             what: DebugCommand::Ir { katalog },
         } => {
             let ir = load_ir(&katalog)?;
-            print!("{ir}");
+            out!("{ir}");
             Ok(())
         }
         Command::Schema => {
             let schema = katalog_lang::document::json_schema();
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&schema).unwrap_or_default()
             );
@@ -345,26 +372,26 @@ fn run(cli: Cli) -> Result<(), Exit> {
 }
 
 fn print_verdict(v: &Verdict) {
-    println!("{}", if v.allowed { "ALLOWED" } else { "DENIED" });
+    outln!("{}", if v.allowed { "ALLOWED" } else { "DENIED" });
     for d in &v.denials {
-        println!("  deny  [{}] {}", d.rule, d.message);
+        outln!("  deny  [{}] {}", d.rule, d.message);
     }
     for w in v.warning_lines() {
-        println!("  warn  {w}");
+        outln!("  warn  {w}");
     }
     for a in &v.audits {
-        println!("  audit [{}] {}", a.rule, a.message);
+        outln!("  audit [{}] {}", a.rule, a.message);
     }
     if !v.mutations.is_empty() {
-        println!("mutations: {}", v.mutations.join(", "));
-        println!("patch:");
+        outln!("mutations: {}", v.mutations.join(", "));
+        outln!("patch:");
         for op in &v.patch {
-            println!("  {}", serde_json::to_string(op).unwrap_or_default());
+            outln!("  {}", serde_json::to_string(op).unwrap_or_default());
         }
     }
     if let Some(patched) = &v.patched {
-        println!("patched object:");
-        print!("{}", serde_saphyr::to_string(patched).unwrap_or_default());
+        outln!("patched object:");
+        out!("{}", serde_saphyr::to_string(patched).unwrap_or_default());
     }
 }
 
@@ -428,15 +455,15 @@ fn print_values(values: &[Value], format: Format) {
     match format {
         Format::Json => {
             for v in values {
-                println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+                outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
             }
         }
         Format::Yaml => {
             for (i, v) in values.iter().enumerate() {
                 if i > 0 {
-                    println!("---");
+                    outln!("---");
                 }
-                print!("{}", serde_saphyr::to_string(v).unwrap_or_default());
+                out!("{}", serde_saphyr::to_string(v).unwrap_or_default());
             }
         }
     }

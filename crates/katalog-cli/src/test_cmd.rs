@@ -111,7 +111,7 @@ pub fn run(
                     ..s
                 })
                 .collect();
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
                     "suites": shown, "passed": total - failed, "failed": failed
@@ -137,13 +137,13 @@ fn print_table(results: &[SuiteResult], fail_only: bool, total: usize, failed: u
                 continue;
             }
             let mark = if c.passed { "PASS" } else { "FAIL" };
-            println!("{mark}  {} / {} / {}", s.file, s.suite, c.name);
+            outln!("{mark}  {} / {} / {}", s.file, s.suite, c.name);
             for f in &c.failures {
-                println!("      {f}");
+                outln!("      {f}");
             }
         }
     }
-    println!("{} passed, {} failed", total - failed, failed);
+    outln!("{} passed, {} failed", total - failed, failed);
 }
 
 fn xml_escape(s: &str) -> String {
@@ -154,11 +154,11 @@ fn xml_escape(s: &str) -> String {
 }
 
 fn print_junit(results: &[SuiteResult], fail_only: bool) {
-    println!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
-    println!("<testsuites>");
+    outln!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    outln!("<testsuites>");
     for s in results {
         let failed = s.cases.iter().filter(|c| !c.passed).count();
-        println!(
+        outln!(
             "  <testsuite name=\"{}\" file=\"{}\" tests=\"{}\" failures=\"{failed}\">",
             xml_escape(&s.suite),
             xml_escape(&s.file),
@@ -169,17 +169,17 @@ fn print_junit(results: &[SuiteResult], fail_only: bool) {
                 continue;
             }
             if c.passed {
-                println!("    <testcase name=\"{}\"/>", xml_escape(&c.name));
+                outln!("    <testcase name=\"{}\"/>", xml_escape(&c.name));
             } else {
-                println!("    <testcase name=\"{}\">", xml_escape(&c.name));
-                println!(
+                outln!("    <testcase name=\"{}\">", xml_escape(&c.name));
+                outln!(
                     "      <failure message=\"{}\"/>",
                     xml_escape(&c.failures.join("; "))
                 );
-                println!("    </testcase>");
+                outln!("    </testcase>");
             }
         }
-        println!("  </testsuite>");
+        outln!("  </testsuite>");
     }
-    println!("</testsuites>");
+    outln!("</testsuites>");
 }

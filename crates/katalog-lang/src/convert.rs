@@ -143,14 +143,18 @@ impl Ctx<'_> {
         spoke_prefix: &Path,
     ) -> Result<(), ConvertError> {
         let ir = self.ir;
-        // Defaults and absence markers apply only where the field's parent
-        // object exists, so an object without `spec` converts unchanged.
-        let parents: Vec<bool> = rules
+        // Defaults, absence markers and constants apply only where the
+        // field's parent object exists, so an object without `spec` converts
+        // unchanged.
+        let parent_of = |op: &Op, obj: &Value| match op {
+            Op::Stash { path, .. } | Op::Default { hub: path, .. } | Op::Constant { path, .. } => {
+                parent_exists(path, obj)
+            }
+            _ => true,
+        };
+        let before: Vec<bool> = rules
             .iter()
-            .map(|id| match &ir.rule(*id).op {
-                Op::Stash { path, .. } | Op::Default { hub: path, .. } => parent_exists(path, obj),
-                _ => true,
-            })
+            .map(|id| parent_of(&ir.rule(*id).op, obj))
             .collect();
         let inputs: Vec<Vec<Option<Value>>> = rules
             .iter()
@@ -162,10 +166,15 @@ impl Ctx<'_> {
                     .collect()
             })
             .collect();
-        for ((id, input), parent) in rules.iter().zip(inputs).zip(parents) {
+        let after: Vec<bool> = rules
+            .iter()
+            .map(|id| parent_of(&ir.rule(*id).op, obj))
+            .collect();
+        for (((id, input), before), after) in rules.iter().zip(inputs).zip(before).zip(after) {
             let rule = ir.rule(*id);
+            let parents = Parents { before, after };
             let writes = self
-                .apply(rule, dir, input, parent, hub_prefix, spoke_prefix)
+                .apply(rule, dir, input, parents, hub_prefix, spoke_prefix)
                 .map_err(|mut e| {
                     if e.rule.is_none() {
                         e.rule = Some(rule.origin.clone());
@@ -173,6 +182,23 @@ impl Ctx<'_> {
                     e
                 })?;
             for (path, value) in writes {
+                // A default only fills a field that is absent.
+                if matches!(rule.op, Op::Default { .. }) && path.get(obj).is_some() {
+                    continue;
+                }
+                // A rule never replaces data that no rule read: that would lose it.
+                if let Some(existing) = path.get(obj)
+                    && *existing != value
+                {
+                    return Err(ConvertError {
+                        message: format!(
+                            "`{path}` already holds {}, which no rule reads; writing {} there would lose it",
+                            crate::admission::eval::show(existing),
+                            crate::admission::eval::show(&value)
+                        ),
+                        rule: Some(rule.origin.clone()),
+                    });
+                }
                 path.set(obj, value).map_err(|message| ConvertError {
                     message,
                     rule: Some(rule.origin.clone()),
@@ -187,7 +213,7 @@ impl Ctx<'_> {
         rule: &RuleIr,
         dir: Direction,
         mut input: Vec<Option<Value>>,
-        parent: bool,
+        parents: Parents,
         hub_prefix: &Path,
         spoke_prefix: &Path,
     ) -> Result<Vec<(Path, Value)>, ConvertError> {
@@ -210,9 +236,11 @@ impl Ctx<'_> {
                 let key = prefix_of(*side).join(path).to_string();
                 if *side == source_side {
                     match first {
-                        Some(v) if default.as_ref() == Some(&v) => {}
+                        // The default brings it back, as long as its parent
+                        // is still there to show where it goes.
+                        Some(v) if default.as_ref() == Some(&v) && parents.after => {}
                         Some(v) => self.stash.put(annotation, section, &key, v),
-                        None if default.is_some() && parent => {
+                        None if default.is_some() && parents.before => {
                             self.stash.mark_absent(annotation, section, &key)
                         }
                         None => {}
@@ -222,7 +250,7 @@ impl Ctx<'_> {
                     match self.stash.take(annotation, section, &key)? {
                         Some(Stashed::Value(v)) => vec![(path.clone(), v)],
                         Some(Stashed::Absent) => vec![],
-                        None if parent => {
+                        None if parents.before => {
                             default.iter().map(|d| (path.clone(), d.clone())).collect()
                         }
                         None => vec![],
@@ -231,11 +259,11 @@ impl Ctx<'_> {
             }
             Op::Default { hub, value } => match dir {
                 Direction::Down => vec![],
-                Direction::Up if parent => vec![(hub.clone(), value.clone())],
+                Direction::Up if parents.before => vec![(hub.clone(), value.clone())],
                 Direction::Up => vec![],
             },
             Op::Constant { side, path, value } => {
-                if *side == source_side {
+                if *side == source_side || !parents.before {
                     vec![]
                 } else {
                     vec![(path.clone(), value.clone())]
@@ -398,6 +426,22 @@ impl Ctx<'_> {
                     self.run(rules, dir, &mut item, &hp, &sp)?;
                     out.push(item);
                 }
+                // Entries stashed for elements that no longer exist would
+                // otherwise come back in unrelated elements later.
+                let restoring = match dir {
+                    Direction::Down => Side::Spoke,
+                    Direction::Up => Side::Hub,
+                };
+                let list = match restoring {
+                    Side::Hub => hub_prefix.join(hub),
+                    Side::Spoke => spoke_prefix.join(spoke),
+                };
+                let mut stashes = Vec::new();
+                nested_stashes(self.ir, rules, restoring, &mut stashes);
+                for (annotation, section) in stashes {
+                    self.stash
+                        .purge_prefix(&annotation, &section, &format!("{list}["))?;
+                }
                 vec![(target(0), Value::Array(out))]
             }
             Op::Cel {
@@ -422,6 +466,31 @@ impl Ctx<'_> {
             }
         };
         Ok(out)
+    }
+}
+
+/// Whether a rule's field has a parent object before and after the rules
+/// of its list took their inputs.
+#[derive(Clone, Copy)]
+struct Parents {
+    before: bool,
+    after: bool,
+}
+
+/// (annotation, section) of every stash under these rules that restores
+/// fields on `side`.
+fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, String)>) {
+    for id in rules {
+        match &ir.rule(*id).op {
+            Op::Stash {
+                side: s,
+                annotation,
+                section,
+                ..
+            } if *s == side => out.push((annotation.clone(), section.clone())),
+            Op::ForEach { rules, .. } => nested_stashes(ir, rules, side, out),
+            _ => {}
+        }
     }
 }
 
@@ -734,9 +803,12 @@ fn coerce(v: &Value, from: ScalarType, to: ScalarType, at: &Path) -> Result<Valu
             if n.is_i64() || n.is_u64() {
                 Ok(Value::Number(n.clone()))
             } else {
-                fail(format!(
-                    "`{at}` = {n} has a fraction and cannot become an integer"
-                ))
+                let why = if n.as_f64().is_some_and(|f| f.fract() != 0.0) {
+                    "has a fraction"
+                } else {
+                    "is a floating-point number"
+                };
+                fail(format!("`{at}` = {n} {why} and cannot become an integer"))
             }
         }
         _ => wrong(),
@@ -882,6 +954,24 @@ impl StashState {
             return Ok(Some(Stashed::Absent));
         }
         Ok(None)
+    }
+
+    /// Drop every entry (and absence marker) whose key starts with `prefix`.
+    fn purge_prefix(
+        &mut self,
+        annotation: &str,
+        section: &str,
+        prefix: &str,
+    ) -> Result<(), ConvertError> {
+        let s = self.section(annotation, section)?;
+        s.retain(|k, _| k == ABSENT || !k.starts_with(prefix));
+        if let Some(Value::Array(list)) = s.get_mut(ABSENT) {
+            list.retain(|x| !x.as_str().is_some_and(|k| k.starts_with(prefix)));
+            if list.is_empty() {
+                s.shift_remove(ABSENT);
+            }
+        }
+        Ok(())
     }
 
     /// Put the stash annotations back on the object, dropping empty ones.

@@ -373,7 +373,7 @@ fn selected<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, &'v Value)> {
     paths.iter().flat_map(|p| p.select(object)).collect()
 }
 
-fn show(v: &Value) -> String {
+pub(crate) fn show(v: &Value) -> String {
     let s = serde_json::to_string(v).unwrap_or_default();
     truncate(&s, 60)
 }

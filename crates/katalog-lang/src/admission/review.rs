@@ -109,8 +109,24 @@ pub fn review_admission(
             }
         }
     }
-    serde_json::to_value(response.into_review())
-        .map_err(|e| AdmissionReviewError::Malformed(e.to_string()))
+    let mut out = serde_json::to_value(response.into_review())
+        .map_err(|e| AdmissionReviewError::Malformed(e.to_string()))?;
+    // kube-core serializes the patch bytes as a list of numbers; Kubernetes
+    // (Go's []byte) writes base64, and that is what clients expect to read.
+    if let Some(patch) = out.pointer_mut("/response/patch")
+        && let Value::Array(bytes) = patch
+    {
+        let raw: Vec<u8> = bytes
+            .iter()
+            .filter_map(Value::as_u64)
+            .map(|b| b as u8)
+            .collect();
+        *patch = Value::String(base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            raw,
+        ));
+    }
+    Ok(out)
 }
 
 fn truncate_chars(s: &str, max: usize) -> String {
@@ -185,4 +201,175 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
         namespace_object: None,
         request: cel_request,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Source;
+    use serde_json::json;
+
+    const KATALOG: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: t}
+spec:
+  admission:
+    validations:
+      - name: internal-images
+        resources: [v1/pods]
+        path: spec.containers[*].image
+        check: {prefix: "registry.internal/"}
+      - name: long-warning
+        resources: [v1/pods]
+        action: Warn
+        message: "this warning is deliberately far longer than the one hundred and twenty characters that the apiserver accepts per warning line"
+        path: metadata.labels.team
+        check: {exists: true}
+      - name: audited
+        resources: [v1/pods]
+        action: Audit
+        message: "no team label"
+        path: metadata.labels.team
+        check: {exists: true}
+    mutations:
+      - name: managed-by
+        resources: [v1/pods]
+        addLabels: {app.kubernetes.io/managed-by: katalog}
+"#;
+
+    fn ir() -> Ir {
+        crate::compile_sources(&[Source::new("t.yaml", KATALOG)]).expect("compiles")
+    }
+
+    fn answer(fixture: &str, endpoint: Endpoint) -> Value {
+        review_admission_bytes(&ir(), fixture.as_bytes(), endpoint).expect("well-formed")
+    }
+
+    #[test]
+    fn validate_denies_with_403_naming_the_rule_and_echoes_uid_and_version() {
+        let out = answer(
+            include_str!("testdata/pod-create-v1.json"),
+            Endpoint::Validate,
+        );
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(out["kind"], "AdmissionReview");
+        let r = &out["response"];
+        assert_eq!(r["uid"], "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(r["status"]["reason"], "Forbidden");
+        assert_eq!(
+            r["status"]["message"],
+            "denied by katalog: [internal-images] `spec.containers[0].image` = \"jmalloc/echo-server\" must start with \"registry.internal/\""
+        );
+        // The validating endpoint never returns a patch, even with mutations declared.
+        assert!(
+            r.get("patch").is_none() && r.get("patchType").is_none(),
+            "{r}"
+        );
+        let warnings = r["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1);
+        let w = warnings[0].as_str().unwrap();
+        assert_eq!(w.chars().count(), 120, "{w}");
+        assert!(w.starts_with("[long-warning] this warning") && w.ends_with('…'));
+        assert_eq!(r["auditAnnotations"], json!({"audited": "no team label"}));
+    }
+
+    #[test]
+    fn mutate_returns_an_escaped_json_patch() {
+        let out = answer(
+            include_str!("testdata/pod-create-v1.json"),
+            Endpoint::Mutate,
+        );
+        let r = &out["response"];
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["patchType"], "JSONPatch");
+        let bytes = base64_decode(r["patch"].as_str().unwrap());
+        let patch: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            patch,
+            json!([{"op": "add", "path": "/metadata/labels/app.kubernetes.io~1managed-by", "value": "katalog"}])
+        );
+    }
+
+    #[test]
+    fn v1beta1_dry_run_is_evaluated_and_echoed() {
+        let out = answer(
+            include_str!("testdata/pod-create-v1beta1.json"),
+            Endpoint::Validate,
+        );
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1beta1");
+        assert_eq!(
+            out["response"]["uid"],
+            "11111111-aaaa-bbbb-cccc-222222222222"
+        );
+        assert_eq!(out["response"]["allowed"], true);
+    }
+
+    #[test]
+    fn malformed_reviews() {
+        let ir = ir();
+        assert!(matches!(
+            review_admission_bytes(&ir, b"[1,2]", Endpoint::Validate),
+            Err(AdmissionReviewError::Malformed(_))
+        ));
+        assert!(matches!(
+            review_admission(
+                &ir,
+                &json!({"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview"}),
+                Endpoint::Validate
+            ),
+            Err(AdmissionReviewError::UnsupportedVersion(_))
+        ));
+        assert!(matches!(
+            review_admission(&ir, &json!({"apiVersion": "admission.k8s.io/v1", "request": {"operation": "CREATE"}}), Endpoint::Validate),
+            Err(AdmissionReviewError::Malformed(m)) if m.contains("uid")
+        ));
+        // With a uid the answer is a well-formed denial saying what is wrong.
+        for (request, want) in [
+            (json!({"uid": "u"}), "the request has no operation"),
+            (
+                json!({"uid": "u", "operation": "PATCH", "resource": {"resource": "pods"}}),
+                "unknown operation `PATCH`",
+            ),
+            (
+                json!({"uid": "u", "operation": "CREATE"}),
+                "the request has no resource",
+            ),
+            (
+                json!({"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"}, "object": [1]}),
+                "`object` is not an object",
+            ),
+            (
+                json!({"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"}, "object": {}, "userInfo": {"groups": "x"}}),
+                "userInfo.groups is not a list",
+            ),
+        ] {
+            let out = review_admission(&ir, &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}), Endpoint::Validate).unwrap();
+            assert_eq!(out["response"]["uid"], "u");
+            assert_eq!(out["response"]["allowed"], false);
+            assert_eq!(out["response"]["status"]["code"], 400);
+            let msg = out["response"]["status"]["message"].as_str().unwrap();
+            assert!(msg.contains(want), "{msg} should contain {want}");
+        }
+    }
+
+    fn base64_decode(s: &str) -> Vec<u8> {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = Vec::new();
+        let mut buf = 0u32;
+        let mut bits = 0;
+        for c in s.bytes().filter(|c| *c != b'=') {
+            let v = ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
+            buf = (buf << 6) | v;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((buf >> bits) as u8);
+                buf &= (1 << bits) - 1;
+            }
+        }
+        out
+    }
 }
