@@ -37,8 +37,8 @@ pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
     std::process::exit(2);
 }
 
-mod files;
 mod test_cmd;
+use katalog_runtime::files;
 
 #[derive(Parser)]
 #[command(
@@ -132,6 +132,9 @@ enum Command {
         #[arg(long = "case")]
         case: Option<String>,
     },
+    /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
+    /// development CA and certificate are generated.
+    Serve(ServeArgs),
     /// Print intermediate stages.
     Debug {
         #[command(subcommand)]
@@ -139,6 +142,58 @@ enum Command {
     },
     /// Print the JSON Schema of the Katalog document.
     Schema,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// A Katalog file or directory (e.g. a mounted ConfigMap); watched for changes.
+    #[arg(long, env = "KATALOG_KATALOG")]
+    katalog: PathBuf,
+    #[arg(long, env = "KATALOG_LISTEN", default_value = "0.0.0.0:8443")]
+    listen: std::net::SocketAddr,
+    /// Serving certificate (PEM); watched for rotation.
+    #[arg(long, env = "KATALOG_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, env = "KATALOG_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Plain-HTTP listener for /metrics, /healthz and /readyz.
+    #[arg(long, env = "KATALOG_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Largest request body, in bytes.
+    #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
+    body_limit: usize,
+    /// Longest evaluation of one review, in seconds.
+    #[arg(long, env = "KATALOG_REQUEST_TIMEOUT", default_value_t = 25.0)]
+    request_timeout: f64,
+    /// Longest time a client may take to send its request, in seconds.
+    #[arg(long, env = "KATALOG_CLIENT_TIMEOUT", default_value_t = 10.0)]
+    client_timeout: f64,
+    /// Time in-flight requests get to finish after SIGTERM / SIGINT, in seconds.
+    #[arg(long, env = "KATALOG_SHUTDOWN_GRACE", default_value_t = 20)]
+    shutdown_grace: u64,
+    /// Worker threads (default: one per core).
+    #[arg(long, env = "KATALOG_WORKERS")]
+    workers: Option<usize>,
+    #[arg(long, env = "KATALOG_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormatArg,
+    /// Where the development CA and certificate are written.
+    #[arg(long, env = "KATALOG_DEV_CERT_DIR")]
+    dev_cert_dir: Option<PathBuf>,
+    /// Service name and namespace the development certificate also covers.
+    #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
+    service_name: String,
+    #[arg(
+        long,
+        env = "KATALOG_SERVICE_NAMESPACE",
+        default_value = "katalog-system"
+    )]
+    service_namespace: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -211,13 +266,18 @@ fn run(cli: Cli) -> Result<(), Exit> {
                             .flat_map(|r| &r.versions)
                             .map(|v| v.rules.len())
                             .sum();
+                        let (v, m) = (ir.admission.validations.len(), ir.admission.mutations.len());
                         outln!(
-                            "{}: ok ({} resource{}, {} rule{})",
+                            "{}: ok ({} resource{}, {} conversion rule{}, {} validation{}, {} mutation{})",
                             path.display(),
                             ir.resources.len(),
                             plural(ir.resources.len()),
                             rules,
-                            plural(rules)
+                            plural(rules),
+                            v,
+                            plural(v),
+                            m,
+                            plural(m)
                         );
                     }
                     Err(Exit(message, code)) => {
@@ -347,6 +407,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 Err(Exit(String::new(), 1))
             }
         }
+        Command::Serve(args) => serve(args),
         Command::Test {
             paths,
             output,
@@ -369,6 +430,63 @@ fn run(cli: Cli) -> Result<(), Exit> {
             Ok(())
         }
     }
+}
+
+fn serve(args: ServeArgs) -> Result<(), Exit> {
+    katalog_runtime::init_tracing(match args.log_format {
+        LogFormatArg::Text => katalog_runtime::LogFormat::Text,
+        LogFormatArg::Json => katalog_runtime::LogFormat::Json,
+    });
+    let seconds = |s: f64, flag: &str| {
+        if s.is_finite() && s > 0.0 {
+            Ok(std::time::Duration::from_secs_f64(s))
+        } else {
+            Err(Exit(
+                format!("error: --{flag} must be a positive number of seconds"),
+                2,
+            ))
+        }
+    };
+    let (cert, key, dev_ca) = match (args.tls_cert, args.tls_key) {
+        (Some(c), Some(k)) => (c, k, None),
+        _ => {
+            let dir = args
+                .dev_cert_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("katalog-dev"));
+            let svc = format!("{}.{}.svc", args.service_name, args.service_namespace);
+            let names = vec![
+                args.service_name.clone(),
+                format!("{}.{}", args.service_name, args.service_namespace),
+                svc.clone(),
+                format!("{svc}.cluster.local"),
+            ];
+            let files = katalog_runtime::tls::write_dev_certificates(&dir, &names)
+                .map_err(|e| Exit(format!("error: {e}"), 1))?;
+            (files.cert, files.key, Some(files.ca))
+        }
+    };
+    let mut config = katalog_runtime::Config::new(args.katalog, cert, key);
+    config.listen = args.listen;
+    config.metrics_listen = args.metrics_listen;
+    config.body_limit = args.body_limit;
+    config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
+    config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    if let Some(w) = args.workers {
+        config.workers = w;
+    }
+    katalog_runtime::server::run(config, move |addr| {
+        if let Some(ca) = dev_ca {
+            let port = addr.port();
+            eprintln!("development CA: {}", ca.display());
+            eprintln!(
+                "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @crates/katalog-lang/src/testdata/conversion-review-v1.json",
+                ca.display()
+            );
+        }
+    })
+    .map_err(|e| Exit(format!("error: {e}"), 1))
 }
 
 fn print_verdict(v: &Verdict) {

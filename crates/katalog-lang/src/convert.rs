@@ -118,6 +118,7 @@ fn convert_between(
             .unwrap_or(&[]);
         let mut ctx = Ctx {
             ir,
+            deferred: Vec::new(),
             stash: &mut stash,
             root: &root,
         };
@@ -126,8 +127,19 @@ fn convert_between(
     stash.write_back(obj)
 }
 
+/// A value equal to its default, stashed only if its parent does not
+/// survive on the other side (then the default could not come back).
+struct Deferred {
+    annotation: String,
+    section: String,
+    key: String,
+    value: Value,
+    path: Path,
+}
+
 struct Ctx<'a> {
     ir: &'a Ir,
+    deferred: Vec<Deferred>,
     stash: &'a mut StashState,
     /// The object as it came in, for CEL's `object`.
     root: &'a Value,
@@ -143,6 +155,7 @@ impl Ctx<'_> {
         spoke_prefix: &Path,
     ) -> Result<(), ConvertError> {
         let ir = self.ir;
+        let deferred_outer = std::mem::take(&mut self.deferred);
         // Defaults, absence markers and constants apply only where the
         // field's parent object exists, so an object without `spec` converts
         // unchanged.
@@ -166,15 +179,10 @@ impl Ctx<'_> {
                     .collect()
             })
             .collect();
-        let after: Vec<bool> = rules
-            .iter()
-            .map(|id| parent_of(&ir.rule(*id).op, obj))
-            .collect();
-        for (((id, input), before), after) in rules.iter().zip(inputs).zip(before).zip(after) {
+        for ((id, input), parent) in rules.iter().zip(inputs).zip(before) {
             let rule = ir.rule(*id);
-            let parents = Parents { before, after };
             let writes = self
-                .apply(rule, dir, input, parents, hub_prefix, spoke_prefix)
+                .apply(rule, dir, input, parent, hub_prefix, spoke_prefix)
                 .map_err(|mut e| {
                     if e.rule.is_none() {
                         e.rule = Some(rule.origin.clone());
@@ -205,6 +213,11 @@ impl Ctx<'_> {
                 })?;
             }
         }
+        for d in std::mem::replace(&mut self.deferred, deferred_outer) {
+            if !parent_exists(&d.path, obj) {
+                self.stash.put(&d.annotation, &d.section, &d.key, d.value);
+            }
+        }
         Ok(())
     }
 
@@ -213,7 +226,7 @@ impl Ctx<'_> {
         rule: &RuleIr,
         dir: Direction,
         mut input: Vec<Option<Value>>,
-        parents: Parents,
+        parent: bool,
         hub_prefix: &Path,
         spoke_prefix: &Path,
     ) -> Result<Vec<(Path, Value)>, ConvertError> {
@@ -236,11 +249,18 @@ impl Ctx<'_> {
                 let key = prefix_of(*side).join(path).to_string();
                 if *side == source_side {
                     match first {
-                        // The default brings it back, as long as its parent
-                        // is still there to show where it goes.
-                        Some(v) if default.as_ref() == Some(&v) && parents.after => {}
+                        // The default brings it back, as long as its parent is
+                        // still there on the other side to show where it goes:
+                        // decided once the whole list has written.
+                        Some(v) if default.as_ref() == Some(&v) => self.deferred.push(Deferred {
+                            annotation: annotation.clone(),
+                            section: section.clone(),
+                            key,
+                            value: v,
+                            path: path.clone(),
+                        }),
                         Some(v) => self.stash.put(annotation, section, &key, v),
-                        None if default.is_some() && parents.before => {
+                        None if default.is_some() && parent => {
                             self.stash.mark_absent(annotation, section, &key)
                         }
                         None => {}
@@ -250,7 +270,7 @@ impl Ctx<'_> {
                     match self.stash.take(annotation, section, &key)? {
                         Some(Stashed::Value(v)) => vec![(path.clone(), v)],
                         Some(Stashed::Absent) => vec![],
-                        None if parents.before => {
+                        None if parent => {
                             default.iter().map(|d| (path.clone(), d.clone())).collect()
                         }
                         None => vec![],
@@ -259,11 +279,11 @@ impl Ctx<'_> {
             }
             Op::Default { hub, value } => match dir {
                 Direction::Down => vec![],
-                Direction::Up if parents.before => vec![(hub.clone(), value.clone())],
+                Direction::Up if parent => vec![(hub.clone(), value.clone())],
                 Direction::Up => vec![],
             },
             Op::Constant { side, path, value } => {
-                if *side == source_side || !parents.before {
+                if *side == source_side || !parent {
                     vec![]
                 } else {
                     vec![(path.clone(), value.clone())]
@@ -467,14 +487,6 @@ impl Ctx<'_> {
         };
         Ok(out)
     }
-}
-
-/// Whether a rule's field has a parent object before and after the rules
-/// of its list took their inputs.
-#[derive(Clone, Copy)]
-struct Parents {
-    before: bool,
-    after: bool,
 }
 
 /// (annotation, section) of every stash under these rules that restores

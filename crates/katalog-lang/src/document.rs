@@ -626,6 +626,10 @@ pub struct Mutation {
     /// Append the value to a list unless the list already holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<PathValue>,
+    /// With a path through `containers[*]`, also change `initContainers[*]`
+    /// and `ephemeralContainers[*]`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub all_containers: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub add_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

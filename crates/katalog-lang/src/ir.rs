@@ -390,11 +390,85 @@ impl fmt::Display for Ir {
                 }
             }
         }
-        Ok(())
+        self.fmt_admission(f)
     }
 }
 
 impl Ir {
+    fn fmt_admission(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.admission;
+        for (name, prog) in &a.variables {
+            writeln!(f, "variable {name} = `{}`", prog.source())?;
+        }
+        let resources = |m: &crate::admission::MatchIr| {
+            m.resources
+                .iter()
+                .map(|r| {
+                    let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "*".into());
+                    format!(
+                        "{}/{}/{}",
+                        part(&r.group),
+                        part(&r.version),
+                        part(&r.resource)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for v in &a.validations {
+            let ops: Vec<&str> = v.matcher.operations.iter().map(|o| o.as_str()).collect();
+            let paths: Vec<String> = v.paths.iter().map(|p| p.to_string()).collect();
+            writeln!(
+                f,
+                "validation {} ({:?}) on [{}] ops [{}] reads [{}] from {}",
+                v.name,
+                v.action,
+                resources(&v.matcher),
+                ops.join(", "),
+                paths.join(", "),
+                v.origin
+            )?;
+        }
+        for m in &a.mutations {
+            let writes: Vec<String> = m.writes().iter().map(|p| p.to_string()).collect();
+            writeln!(
+                f,
+                "mutation {} on [{}] writes [{}] from {}",
+                m.name,
+                resources(&m.matcher),
+                writes.join(", "),
+                m.origin
+            )?;
+        }
+        let s = &a.security;
+        if s.deletion.enabled || s.protected.iter().any(|r| r.deletion || r.strict_mode) {
+            writeln!(
+                f,
+                "security label={:?} deletion={} crds={} engine={:?}",
+                s.deletion.label, s.deletion.enabled, s.deletion.crds, s.deletion.engine
+            )?;
+        }
+        for r in &s.protected {
+            if r.deletion
+                || r.strict_mode
+                || !r.allowed_namespaces.is_empty()
+                || !r.restricted_namespaces.is_empty()
+            {
+                writeln!(
+                    f,
+                    "protect {}/{} deletion={} strictMode={} allowed={:?} restricted={:?}",
+                    r.group,
+                    r.kind,
+                    r.deletion,
+                    r.strict_mode,
+                    r.allowed_namespaces,
+                    r.restricted_namespaces
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     fn fmt_rule(&self, f: &mut fmt::Formatter<'_>, id: RuleId, indent: usize) -> fmt::Result {
         let rule = self.rule(id);
         let pad = " ".repeat(indent);

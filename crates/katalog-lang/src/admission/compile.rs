@@ -689,6 +689,56 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
             value: d.value.clone(),
         });
     }
+    if m.all_containers {
+        let mut expanded = Vec::new();
+        for op in ops {
+            let (path, rebuild): (&Path, Box<dyn Fn(Path) -> MutationOp>) = match &op {
+                MutationOp::Default { path, value } => {
+                    let value = value.clone();
+                    (
+                        path,
+                        Box::new(move |p| MutationOp::Default {
+                            path: p,
+                            value: value.clone(),
+                        }),
+                    )
+                }
+                MutationOp::Set { path, value } => {
+                    let value = value.clone();
+                    (
+                        path,
+                        Box::new(move |p| MutationOp::Set {
+                            path: p,
+                            value: value.clone(),
+                        }),
+                    )
+                }
+                MutationOp::Append { path, value } => {
+                    let value = value.clone();
+                    (
+                        path,
+                        Box::new(move |p| MutationOp::Append {
+                            path: p,
+                            value: value.clone(),
+                        }),
+                    )
+                }
+                MutationOp::Remove { path } => (path, Box::new(|p| MutationOp::Remove { path: p })),
+                MutationOp::Metadata { .. } => {
+                    expanded.push(op);
+                    continue;
+                }
+            };
+            match expand_containers(path) {
+                Some(paths) => expanded.extend(paths.into_iter().map(rebuild)),
+                None => {
+                    ctx.error(&at.key("allContainers"), ErrorKind::Invalid, format!("`allContainers` needs a path through `containers`, and `{path}` has none"));
+                    return None;
+                }
+            }
+        }
+        ops = expanded;
+    }
     for (field, add, remove, add_key, remove_key) in [
         (
             "labels",

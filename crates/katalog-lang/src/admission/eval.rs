@@ -171,8 +171,20 @@ struct Vars {
     request: Value,
     namespace_object: Value,
     variables: Value,
-    /// A Katalog-wide variable that failed to evaluate: rules using CEL fail.
-    error: Option<String>,
+    /// Katalog-wide variables that failed to evaluate, with why; only rules
+    /// that use one of them fail.
+    failed: Vec<(String, String)>,
+}
+
+/// Whether a CEL expression reads `variables.NAME`.
+fn uses_variable(source: &str, name: &str) -> bool {
+    let needle = format!("variables.{name}");
+    source.match_indices(&needle).any(|(i, _)| {
+        !source[i + needle.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 impl Vars {
@@ -183,7 +195,7 @@ impl Vars {
             request: input.request.clone(),
             namespace_object: input.namespace_object.clone().unwrap_or(Value::Null),
             variables: Value::Object(Map::new()),
-            error: None,
+            failed: Vec::new(),
         };
         for (name, prog) in &adm.variables {
             match vars.eval(prog, None, None) {
@@ -192,10 +204,7 @@ impl Vars {
                         m.insert(name.clone(), v);
                     }
                 }
-                Err(e) => {
-                    vars.error = Some(format!("variable `{name}`: {e}"));
-                    break;
-                }
+                Err(e) => vars.failed.push((name.clone(), e)),
             }
         }
         vars
@@ -207,8 +216,12 @@ impl Vars {
         this: Option<&Value>,
         local: Option<&Value>,
     ) -> Result<Value, String> {
-        if let Some(e) = &self.error {
-            return Err(e.clone());
+        if let Some((name, e)) = self
+            .failed
+            .iter()
+            .find(|(name, _)| uses_variable(prog.source(), name))
+        {
+            return Err(format!("variable `{name}`: {e}"));
         }
         let variables = local.unwrap_or(&self.variables);
         let mut bindings: Vec<(&str, &Value)> = vec![
@@ -549,19 +562,21 @@ fn run_check(
 }
 
 fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut Verdict) {
-    let outcome = (|| -> Result<Option<Vec<String>>, String> {
+    // The violations and the rule's own variables, when the rule applies and fails.
+    type Failed = (Vec<String>, Option<Value>);
+    let outcome = (|| -> Result<Option<Failed>, String> {
         if !matches(&v.matcher, input, Some(vars))? {
             return Ok(None);
         }
         let locals = vars.with_locals(&v.variables)?;
         let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
-        Ok((!violations.is_empty()).then_some(violations))
+        Ok((!violations.is_empty()).then_some((violations, locals)))
     })();
     let message = match outcome {
         Ok(None) => return,
-        Ok(Some(violations)) => {
+        Ok(Some((violations, locals))) => {
             let custom = match &v.message_expression {
-                Some(prog) => match vars.eval(prog, None, None) {
+                Some(prog) => match vars.eval(prog, None, locals.as_ref()) {
                     Ok(Value::String(s)) => Some(s),
                     Ok(other) => Some(format!(
                         "{} (messageExpression gave {})",
@@ -827,11 +842,16 @@ fn deletion_protection(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut 
         verdict.denials.push(Finding {
             rule,
             message: format!(
-                "{} carries the label {}=true and is protected from deletion; {how} (kubectl label {} {} {}-)",
+                "{} carries the label {}=true and is protected from deletion; {how} (kubectl label {} {}{} {}-)",
                 describe(input),
                 del.label,
                 r.plural,
                 input.name,
+                if input.namespace.is_empty() {
+                    String::new()
+                } else {
+                    format!(" -n {}", input.namespace)
+                },
                 del.label
             ),
         });

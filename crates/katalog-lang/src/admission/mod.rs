@@ -34,7 +34,9 @@ impl AdmissionIr {
         match endpoint {
             Endpoint::Validate => !self.validations.is_empty(),
             Endpoint::Mutate => !self.mutations.is_empty(),
-            Endpoint::DeletionProtection => self.security.deletion.enabled,
+            Endpoint::DeletionProtection => {
+                self.security.deletion.enabled || self.security.protected.iter().any(|r| r.deletion)
+            }
             Endpoint::NamespaceProtection => {
                 self.security.protected.iter().any(|r| {
                     !r.allowed_namespaces.is_empty() || !r.restricted_namespaces.is_empty()

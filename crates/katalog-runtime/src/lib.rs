@@ -1,0 +1,38 @@
+//! The katalog webhook runtime: an HTTPS server (actix-web + rustls) that
+//! answers ConversionReviews and AdmissionReviews with the compiled
+//! Katalog, reloads it and its certificate when the files change, and
+//! exports metrics.
+//!
+//! Library first: [`server::start`] builds and starts the server from a
+//! [`server::Config`]; [`server::routes`] is the app, for tests without
+//! sockets; the `katalog serve` command only wires flags to it.
+
+pub mod client;
+pub mod files;
+pub mod metrics;
+pub mod reload;
+pub mod server;
+pub mod state;
+pub mod tls;
+
+pub use server::{Config, Running, ServerThread, StartError, start};
+
+/// Log format of `katalog serve`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Install the tracing subscriber (`RUST_LOG` filters; default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}

@@ -1,0 +1,298 @@
+//! Prometheus metrics and the per-resource stats behind `/katalog`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConversionLabels {
+    pub group: String,
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConversionKey {
+    pub group: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    pub endpoint: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionKey {
+    pub endpoint: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HashLabels {
+    pub hash: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs to ~3.3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+fn objects_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 12))
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    pub registry: Registry,
+    pub conversion_requests: Family<ConversionLabels, Counter>,
+    pub conversion_duration: Family<ConversionKey, Histogram, fn() -> Histogram>,
+    pub conversion_objects: Family<ConversionKey, Histogram, fn() -> Histogram>,
+    pub admission_requests: Family<AdmissionLabels, Counter>,
+    pub admission_duration: Family<AdmissionKey, Histogram, fn() -> Histogram>,
+    pub http_errors: Family<ReasonLabels, Counter>,
+    pub reloads: Counter,
+    pub reload_failures: Counter,
+    pub last_reload: Gauge<f64, AtomicU64>,
+    pub katalog_info: Family<HashLabels, Gauge>,
+    pub cert_reloads: Counter,
+    pub cert_reload_failures: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("katalog");
+        let m = Metrics {
+            conversion_requests: Family::default(),
+            conversion_duration: Family::new_with_constructor(latency_histogram),
+            conversion_objects: Family::new_with_constructor(objects_histogram),
+            admission_requests: Family::default(),
+            admission_duration: Family::new_with_constructor(latency_histogram),
+            http_errors: Family::default(),
+            reloads: Counter::default(),
+            reload_failures: Counter::default(),
+            last_reload: Gauge::default(),
+            katalog_info: Family::default(),
+            cert_reloads: Counter::default(),
+            cert_reload_failures: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "conversion_requests",
+            "ConversionReviews answered, by resource, versions and result",
+            m.conversion_requests.clone(),
+        );
+        registry.register(
+            "conversion_duration_seconds",
+            "Time to answer a ConversionReview",
+            m.conversion_duration.clone(),
+        );
+        registry.register(
+            "conversion_objects",
+            "Objects per ConversionReview",
+            m.conversion_objects.clone(),
+        );
+        registry.register(
+            "admission_requests",
+            "AdmissionReviews answered, by endpoint, resource and result",
+            m.admission_requests.clone(),
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Time to answer an AdmissionReview",
+            m.admission_duration.clone(),
+        );
+        registry.register(
+            "http_errors",
+            "Requests refused before evaluation, by reason",
+            m.http_errors.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Katalog reloads that took effect",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "reload_failures",
+            "Katalog reloads that failed (the previous Katalog kept serving)",
+            m.reload_failures.clone(),
+        );
+        registry.register(
+            "last_reload_timestamp_seconds",
+            "Unix time of the last successful Katalog load",
+            m.last_reload.clone(),
+        );
+        registry.register(
+            "katalog_info",
+            "The content hash of the Katalog being served",
+            m.katalog_info.clone(),
+        );
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate rotations that took effect",
+            m.cert_reloads.clone(),
+        );
+        registry.register(
+            "certificate_reload_failures",
+            "Serving certificate rotations refused (the previous certificate kept serving)",
+            m.cert_reload_failures.clone(),
+        );
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
+        registry.register("build_info", "The katalog build", build);
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+const WINDOW: usize = 1024;
+
+#[derive(Default)]
+struct Window {
+    count: u64,
+    failures: u64,
+    latencies_ms: VecDeque<f64>,
+    last_error: Option<String>,
+}
+
+/// Per-resource request stats over a recent window, for `/katalog`.
+#[derive(Default)]
+pub struct Stats {
+    windows: Mutex<BTreeMap<String, Window>>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct StatsEntry {
+    pub key: String,
+    pub count: u64,
+    pub failures: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub max_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl Stats {
+    pub fn record(&self, key: &str, millis: f64, error: Option<&str>) {
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let w = windows.entry(key.to_string()).or_default();
+        w.count += 1;
+        if let Some(e) = error {
+            w.failures += 1;
+            w.last_error = Some(e.chars().take(500).collect());
+        }
+        if w.latencies_ms.len() == WINDOW {
+            w.latencies_ms.pop_front();
+        }
+        w.latencies_ms.push_back(millis);
+    }
+
+    pub fn snapshot(&self) -> Vec<StatsEntry> {
+        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        windows
+            .iter()
+            .map(|(key, w)| {
+                let mut sorted: Vec<f64> = w.latencies_ms.iter().copied().collect();
+                sorted.sort_by(f64::total_cmp);
+                let pick = |q: f64| {
+                    if sorted.is_empty() {
+                        0.0
+                    } else {
+                        let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+                        (sorted[i] * 1000.0).round() / 1000.0
+                    }
+                };
+                StatsEntry {
+                    key: key.clone(),
+                    count: w.count,
+                    failures: w.failures,
+                    p50_ms: pick(0.5),
+                    p95_ms: pick(0.95),
+                    max_ms: pick(1.0),
+                    last_error: w.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_percentiles_over_the_window() {
+        let s = Stats::default();
+        for i in 1..=100 {
+            s.record("a", i as f64, None);
+        }
+        s.record("a", 0.5, Some("boom"));
+        let snap = s.snapshot();
+        assert_eq!(snap.len(), 1);
+        let e = &snap[0];
+        assert_eq!((e.count, e.failures), (101, 1));
+        assert_eq!((e.p50_ms, e.p95_ms, e.max_ms), (50.0, 95.0, 100.0));
+        assert_eq!(e.last_error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn metrics_render_in_text_exposition() {
+        let m = Metrics::default();
+        m.reload_failures.inc();
+        m.conversion_requests
+            .get_or_create(&ConversionLabels {
+                group: "g".into(),
+                kind: "K".into(),
+                from: "v1".into(),
+                to: "v2".into(),
+                result: "success".into(),
+            })
+            .inc();
+        let text = m.render();
+        assert!(text.contains("katalog_reload_failures_total 1"), "{text}");
+        assert!(
+            text.contains(r#"katalog_conversion_requests_total{group="g",kind="K",from="v1",to="v2",result="success"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("katalog_build_info{version="), "{text}");
+    }
+}

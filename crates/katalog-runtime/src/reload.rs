@@ -1,0 +1,91 @@
+//! Hot reload: watch the Katalog and the certificate files.
+//!
+//! A mounted ConfigMap or Secret is updated by the kubelet writing a new
+//! timestamped directory and renaming the `..data` symlink over the old one,
+//! so the watch is on the directory, not on the files, and every change,
+//! whatever it is, triggers a full reload (a no-op when the content hash is
+//! unchanged). A slow poll backs the watch up.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::Duration;
+
+use notify::RecommendedWatcher;
+use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
+
+use crate::server::StartError;
+use crate::state::State;
+
+const POLL: Duration = Duration::from_secs(10);
+
+/// Keeps the watches alive; dropping it stops them.
+pub struct Watchers {
+    _debouncers: Vec<Debouncer<RecommendedWatcher, RecommendedCache>>,
+}
+
+fn dir_of(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+}
+
+fn watch_dirs(
+    dirs: Vec<PathBuf>,
+    debounce: Duration,
+    on_change: impl Fn() + Send + 'static,
+) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>, StartError> {
+    let (tx, rx) = channel();
+    let mut debouncer = new_debouncer(debounce, None, tx).map_err(|e| StartError::Watch {
+        path: format!("{dirs:?}"),
+        message: e.to_string(),
+    })?;
+    for dir in &dirs {
+        debouncer
+            .watch(dir, notify::RecursiveMode::NonRecursive)
+            .map_err(|e| StartError::Watch {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
+    }
+    std::thread::Builder::new()
+        .name("katalog-watch".into())
+        .spawn(move || {
+            // Ends when the debouncer (and so the sender) is dropped.
+            while let Ok(_) | Err(RecvTimeoutError::Timeout) = rx.recv_timeout(POLL) {
+                on_change();
+            }
+        })
+        .map_err(|e| StartError::Watch {
+            path: format!("{dirs:?}"),
+            message: e.to_string(),
+        })?;
+    Ok(debouncer)
+}
+
+/// Start watching the Katalog and the certificate pair of `state`.
+pub fn watch(state: Arc<State>) -> Result<Watchers, StartError> {
+    let debounce = state.config.reload_debounce;
+    let katalog = {
+        let state = state.clone();
+        watch_dirs(vec![dir_of(&state.config.katalog)], debounce, move || {
+            let _ = state.reload();
+        })?
+    };
+    let mut cert_dirs = vec![
+        dir_of(&state.config.tls_cert),
+        dir_of(&state.config.tls_key),
+    ];
+    cert_dirs.dedup();
+    let cert = watch_dirs(cert_dirs, debounce, move || {
+        let _ = state.reload_cert();
+    })?;
+    Ok(Watchers {
+        _debouncers: vec![katalog, cert],
+    })
+}

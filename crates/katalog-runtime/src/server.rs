@@ -1,0 +1,672 @@
+//! The HTTPS app: routes, handlers, limits, and starting and stopping it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use futures_util::StreamExt;
+use katalog_lang::admission::eval::Endpoint;
+use katalog_lang::admission::review::review_admission;
+use katalog_lang::review::review_conversion;
+use serde_json::{Value, json};
+
+use crate::metrics::{
+    AdmissionKey, AdmissionLabels, ConversionKey, ConversionLabels, ReasonLabels,
+};
+use crate::state::State;
+use crate::tls;
+
+/// Everything `katalog serve` can be told.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A Katalog file or directory (a mounted ConfigMap).
+    pub katalog: PathBuf,
+    pub listen: SocketAddr,
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
+    /// A plain-HTTP listener for /metrics, /healthz and /readyz only.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Largest request body accepted (a LIST page of 500 objects is several MB).
+    pub body_limit: usize,
+    /// Longest evaluation of one review (the apiserver gives up after 30 s).
+    pub request_timeout: Duration,
+    /// Longest time a client may take to send its request.
+    pub client_timeout: Duration,
+    /// How long in-flight requests may finish after SIGTERM / SIGINT.
+    pub shutdown_grace: Duration,
+    pub workers: usize,
+    /// Quiet time after a file change before reloading.
+    pub reload_debounce: Duration,
+}
+
+impl Config {
+    pub fn new(katalog: PathBuf, tls_cert: PathBuf, tls_key: PathBuf) -> Self {
+        Config {
+            katalog,
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            tls_cert,
+            tls_key,
+            metrics_listen: None,
+            body_limit: 32 * 1024 * 1024,
+            request_timeout: Duration::from_secs(25),
+            client_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(20),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            reload_debounce: Duration::from_millis(150),
+        }
+    }
+}
+
+/// A JSON error body with its status.
+fn error(
+    status: StatusCode,
+    reason: &str,
+    message: impl Into<String>,
+    state: &State,
+) -> HttpResponse {
+    state
+        .metrics
+        .http_errors
+        .get_or_create(&ReasonLabels {
+            reason: reason.into(),
+        })
+        .inc();
+    HttpResponse::build(status).json(json!({
+        "error": message.into(),
+        "reason": reason,
+        "status": status.as_u16(),
+    }))
+}
+
+/// Read the whole body within the limits, or answer why not.
+async fn read_body(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    state: &State,
+) -> Result<web::Bytes, HttpResponse> {
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!(
+                "expected Content-Type application/json, got {:?}",
+                content_type
+            ),
+            state,
+        ));
+    }
+    let limit = state.config.body_limit;
+    let too_large = |state: &State| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "BodyTooLarge",
+            format!("the request body is over the limit of {limit} bytes (--body-limit)"),
+            state,
+        )
+    };
+    if let Some(len) = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > limit
+    {
+        return Err(too_large(state));
+    }
+    let read = async {
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "BadBody",
+                    format!("failed to read the request body: {e}"),
+                    state,
+                )
+            })?;
+            if body.len() + chunk.len() > limit {
+                return Err(too_large(state));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    match tokio::time::timeout(state.config.client_timeout, read).await {
+        Ok(result) => result,
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "SlowClient",
+            format!(
+                "the request body did not arrive within {:?}",
+                state.config.client_timeout
+            ),
+            state,
+        )),
+    }
+}
+
+/// Run CPU-heavy evaluation off the event loop, bounded by the request timeout.
+async fn off_reactor<T: Send + 'static>(
+    state: &State,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, HttpResponse> {
+    match tokio::time::timeout(state.config.request_timeout, web::block(work)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal",
+            format!("evaluation failed: {e}"),
+            state,
+        )),
+        Err(_) => Err(error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "Timeout",
+            format!(
+                "evaluation took longer than {:?} (--request-timeout)",
+                state.config.request_timeout
+            ),
+            state,
+        )),
+    }
+}
+
+fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
+    let started = Instant::now();
+    let Some(loaded) = state.current() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "NotReady",
+            "no Katalog is loaded yet",
+            &state,
+        );
+    };
+    if loaded.ir.resources.is_empty() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotDeclared",
+            "the Katalog declares no resources: /convert is not served",
+            &state,
+        );
+    }
+    let body = match read_body(&req, payload, &state).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let ir = loaded.ir.clone();
+    let outcome = off_reactor(&state, move || {
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("failed to read the ConversionReview: {e}"))?;
+        let response = review_conversion(&ir, &value).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
+        Ok::<_, String>((value, response, bytes))
+    })
+    .await;
+    let (request, response, bytes) = match outcome {
+        Ok(Ok(v)) => v,
+        Ok(Err(message)) => {
+            return error(StatusCode::BAD_REQUEST, "MalformedReview", message, &state);
+        }
+        Err(resp) => return resp,
+    };
+    let objects = request
+        .pointer("/request/objects")
+        .and_then(Value::as_array);
+    let first = objects.and_then(|o| o.first());
+    let (group, from) =
+        katalog_lang::convert::split_api_version(first.map_or("", |o| str_at(o, "/apiVersion")));
+    let mixed = objects.is_some_and(|o| {
+        o.iter()
+            .any(|x| str_at(x, "/apiVersion") != str_at(first.unwrap_or(x), "/apiVersion"))
+    });
+    let kind = first.map_or("", |o| str_at(o, "/kind"));
+    let to =
+        katalog_lang::convert::split_api_version(str_at(&request, "/request/desiredAPIVersion")).1;
+    let failed = str_at(&response, "/response/result/status") == "Failure";
+    let elapsed = started.elapsed();
+    let key = ConversionKey {
+        group: group.into(),
+        kind: kind.into(),
+    };
+    state
+        .metrics
+        .conversion_requests
+        .get_or_create(&ConversionLabels {
+            group: group.into(),
+            kind: kind.into(),
+            from: if mixed { "mixed".into() } else { from.into() },
+            to: to.into(),
+            result: if failed {
+                "failure".into()
+            } else {
+                "success".into()
+            },
+        })
+        .inc();
+    state
+        .metrics
+        .conversion_duration
+        .get_or_create(&key)
+        .observe(elapsed.as_secs_f64());
+    let count = objects.map_or(0, Vec::len);
+    state
+        .metrics
+        .conversion_objects
+        .get_or_create(&key)
+        .observe(count as f64);
+    let message = str_at(&response, "/response/result/message");
+    state.stats.record(
+        &format!("conversion {group}/{kind}"),
+        elapsed.as_secs_f64() * 1000.0,
+        failed.then_some(message),
+    );
+    tracing::info!(
+        uid = str_at(&request, "/request/uid"),
+        kind,
+        group,
+        from = if mixed { "mixed" } else { from },
+        to,
+        objects = count,
+        result = if failed { "Failure" } else { "Success" },
+        message = if failed { message } else { "" },
+        duration_ms = elapsed.as_secs_f64() * 1000.0,
+        "conversion review"
+    );
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(bytes)
+}
+
+async fn admission(
+    endpoint: Endpoint,
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<State>,
+) -> HttpResponse {
+    let started = Instant::now();
+    let Some(loaded) = state.current() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "NotReady",
+            "no Katalog is loaded yet",
+            &state,
+        );
+    };
+    if !loaded.ir.admission.serves(endpoint) {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotDeclared",
+            format!(
+                "the Katalog declares nothing for /{}: it is not served",
+                endpoint.name()
+            ),
+            &state,
+        );
+    }
+    let body = match read_body(&req, payload, &state).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let ir = loaded.ir.clone();
+    let outcome = off_reactor(&state, move || {
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("failed to read the AdmissionReview: {e}"))?;
+        let response = review_admission(&ir, &value, endpoint).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
+        Ok::<_, String>((value, response, bytes))
+    })
+    .await;
+    let (request, response, bytes) = match outcome {
+        Ok(Ok(v)) => v,
+        Ok(Err(message)) => {
+            return error(StatusCode::BAD_REQUEST, "MalformedReview", message, &state);
+        }
+        Err(resp) => return resp,
+    };
+    let group = str_at(&request, "/request/resource/group");
+    let version = str_at(&request, "/request/resource/version");
+    let resource = str_at(&request, "/request/resource/resource");
+    let allowed = response
+        .pointer("/response/allowed")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let patched = response.pointer("/response/patch").is_some();
+    let result = match (allowed, patched) {
+        (false, _) => "denied",
+        (true, true) => "patched",
+        (true, false) => "allowed",
+    };
+    let elapsed = started.elapsed();
+    state
+        .metrics
+        .admission_requests
+        .get_or_create(&AdmissionLabels {
+            endpoint: endpoint.name().into(),
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            result: result.into(),
+        })
+        .inc();
+    state
+        .metrics
+        .admission_duration
+        .get_or_create(&AdmissionKey {
+            endpoint: endpoint.name().into(),
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        })
+        .observe(elapsed.as_secs_f64());
+    let message = str_at(&response, "/response/status/message");
+    state.stats.record(
+        &format!("{} {}/{}/{}", endpoint.name(), group, version, resource),
+        elapsed.as_secs_f64() * 1000.0,
+        (!allowed).then_some(message),
+    );
+    tracing::info!(
+        uid = str_at(&request, "/request/uid"),
+        endpoint = endpoint.name(),
+        resource = format!("{group}/{version}/{resource}"),
+        operation = str_at(&request, "/request/operation"),
+        namespace = str_at(&request, "/request/namespace"),
+        name = str_at(&request, "/request/name"),
+        result,
+        message,
+        duration_ms = elapsed.as_secs_f64() * 1000.0,
+        "admission review"
+    );
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(bytes)
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+async fn readyz(state: web::Data<State>) -> HttpResponse {
+    match state.current() {
+        Some(_) => HttpResponse::Ok().content_type("text/plain").body("ok\n"),
+        None => HttpResponse::ServiceUnavailable()
+            .content_type("text/plain")
+            .body(format!(
+                "not ready: no Katalog is loaded{}\n",
+                state
+                    .last_error()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            )),
+    }
+}
+
+async fn metrics(state: web::Data<State>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render())
+}
+
+async fn katalog_stats(state: web::Data<State>) -> HttpResponse {
+    HttpResponse::Ok().json(state.summary())
+}
+
+async fn not_found(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    error(
+        StatusCode::NOT_FOUND,
+        "NoRoute",
+        format!("no route for {} {}", req.method(), req.path()),
+        &state,
+    )
+}
+
+async fn method_not_allowed(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{} does not accept {}", req.path(), req.method()),
+        &state,
+    )
+}
+
+fn post(path: &str, endpoint: Endpoint) -> actix_web::Resource {
+    web::resource(path)
+        .route(web::post().to(
+            move |req: HttpRequest, payload: web::Payload, state: web::Data<State>| {
+                admission(endpoint, req, payload, state)
+            },
+        ))
+        .default_service(web::to(method_not_allowed))
+}
+
+/// The routes of the webhook server.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/convert")
+            .route(web::post().to(convert))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(post("/validate", Endpoint::Validate))
+    .service(post("/mutate", Endpoint::Mutate))
+    .service(post("/deletion-protection", Endpoint::DeletionProtection))
+    .service(post("/namespace-protection", Endpoint::NamespaceProtection))
+    .service(post("/strict-mode-protection", Endpoint::StrictMode))
+    .service(web::resource("/healthz").route(web::get().to(healthz)))
+    .service(web::resource("/readyz").route(web::get().to(readyz)))
+    .service(web::resource("/metrics").route(web::get().to(metrics)))
+    .service(web::resource("/katalog").route(web::get().to(katalog_stats)))
+    .default_service(web::to(not_found));
+}
+
+fn monitoring_routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/readyz").route(web::get().to(readyz)))
+        .service(web::resource("/metrics").route(web::get().to(metrics)))
+        .default_service(web::to(not_found));
+}
+
+/// A started server.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub handle: actix_web::dev::ServerHandle,
+    pub state: Arc<State>,
+    pub server: actix_web::dev::Server,
+    metrics_server: Option<actix_web::dev::Server>,
+    _watchers: crate::reload::Watchers,
+}
+
+impl Running {
+    /// Serve until stopped (SIGTERM / SIGINT, or [`Running::handle`]).
+    pub async fn wait(self) -> std::io::Result<()> {
+        let metrics_handle = self.metrics_server.as_ref().map(|s| s.handle());
+        if let Some(m) = self.metrics_server {
+            actix_web::rt::spawn(m);
+        }
+        let result = self.server.await;
+        if let Some(h) = metrics_handle {
+            h.stop(false).await;
+        }
+        result
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("failed to listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("failed to watch {path}: {message}")]
+    Watch { path: String, message: String },
+}
+
+/// Load the certificate and the Katalog, start watching both, bind and
+/// start serving. Must run inside an actix system.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    tls::install_crypto_provider();
+    let cert = Arc::new(tls::ReloadingCert::new(tls::load_pair(
+        &config.tls_cert,
+        &config.tls_key,
+    )?));
+    let state = Arc::new(State::new(config.clone(), cert.clone()));
+    if let Err(e) = state.reload() {
+        tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
+    }
+    let watchers = crate::reload::watch(state.clone())?;
+    let tls_config = tls::server_config(cert)?;
+    let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let data = web::Data::from(state.clone());
+    let server = {
+        let data = data.clone();
+        HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
+            .workers(config.workers.max(1))
+            .client_request_timeout(config.client_timeout)
+            .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
+            .listen_rustls_0_23(listener, tls_config)
+            .map_err(|source| StartError::Listen { addr, source })?
+            .run()
+    };
+    let (metrics_server, metrics_addr) = match config.metrics_listen {
+        None => (None, None),
+        Some(maddr) => {
+            let l = TcpListener::bind(maddr).map_err(|source| StartError::Listen {
+                addr: maddr,
+                source,
+            })?;
+            let bound = l.local_addr().map_err(|source| StartError::Listen {
+                addr: maddr,
+                source,
+            })?;
+            let data = data.clone();
+            let s = HttpServer::new(move || {
+                App::new()
+                    .app_data(data.clone())
+                    .configure(monitoring_routes)
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(l)
+            .map_err(|source| StartError::Listen {
+                addr: bound,
+                source,
+            })?
+            .run();
+            (Some(s), Some(bound))
+        }
+    };
+    tracing::info!(%addr, katalog = %config.katalog.display(), "katalog serving");
+    Ok(Running {
+        addr,
+        metrics_addr,
+        handle: server.handle(),
+        state,
+        server,
+        metrics_server,
+        _watchers: watchers,
+    })
+}
+
+/// A server running on its own thread with its own actix system (for tests
+/// and tools that are not async themselves).
+pub struct ServerThread {
+    pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub handle: actix_web::dev::ServerHandle,
+    pub state: Arc<State>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl ServerThread {
+    pub fn spawn(config: Config) -> Result<ServerThread, StartError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                match start(config).await {
+                    Ok(running) => {
+                        let info = (
+                            running.addr,
+                            running.metrics_addr,
+                            running.handle.clone(),
+                            running.state.clone(),
+                        );
+                        let _ = tx.send(Ok(info));
+                        running.wait().await
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        Ok(())
+                    }
+                }
+            })
+        });
+        match rx.recv() {
+            Ok(Ok((addr, metrics_addr, handle, state))) => Ok(ServerThread {
+                addr,
+                metrics_addr,
+                handle,
+                state,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(StartError::Watch {
+                path: String::new(),
+                message: "the server thread ended before it started".into(),
+            }),
+        }
+    }
+
+    /// Stop gracefully (in-flight requests finish) and wait for the thread.
+    pub fn stop(mut self) {
+        let handle = self.handle.clone();
+        let stopper = std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(handle.stop(true));
+        });
+        let _ = stopper.join();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start and serve until SIGTERM / SIGINT; the entry point of `katalog serve`.
+/// `on_start` is told the bound address once the server listens.
+pub fn run(
+    config: Config,
+    on_start: impl FnOnce(SocketAddr) + Send + 'static,
+) -> Result<(), StartError> {
+    actix_web::rt::System::new().block_on(async move {
+        let running = start(config).await?;
+        on_start(running.addr);
+        let addr = running.addr;
+        running
+            .wait()
+            .await
+            .map_err(|source| StartError::Listen { addr, source })?;
+        tracing::info!("katalog stopped");
+        Ok(())
+    })
+}

@@ -1,0 +1,181 @@
+//! Shared server state: the compiled Katalog (swapped atomically on
+//! reload), the certificate, metrics and stats.
+
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use katalog_lang::Ir;
+use serde_json::{Value, json};
+
+use crate::metrics::{HashLabels, Metrics, Stats};
+use crate::server::Config;
+use crate::tls::ReloadingCert;
+
+/// A compiled Katalog and where it came from.
+pub struct Loaded {
+    pub ir: Arc<Ir>,
+    /// FNV-1a of the source names and texts.
+    pub hash: String,
+    pub loaded_at: SystemTime,
+    pub sources: Vec<String>,
+}
+
+pub struct State {
+    pub config: Config,
+    pub cert: Arc<ReloadingCert>,
+    katalog: ArcSwapOption<Loaded>,
+    last_error: Mutex<Option<String>>,
+    pub metrics: Metrics,
+    pub stats: Stats,
+}
+
+fn fnv1a(parts: &[&[u8]]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for part in parts {
+        for b in *part {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl State {
+    pub fn new(config: Config, cert: Arc<ReloadingCert>) -> Self {
+        State {
+            config,
+            cert,
+            katalog: ArcSwapOption::empty(),
+            last_error: Mutex::new(None),
+            metrics: Metrics::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The Katalog being served; requests keep the one they started with.
+    pub fn current(&self) -> Option<Arc<Loaded>> {
+        self.katalog.load_full()
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_error(&self, e: Option<String>) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
+    }
+
+    /// Load and compile the whole Katalog again and swap it in if it changed.
+    /// On failure the previous Katalog keeps serving. Returns whether it changed.
+    pub fn reload(&self) -> Result<bool, String> {
+        let path = &self.config.katalog;
+        let result = crate::files::read_katalog(path)
+            .map_err(|d| d.render())
+            .and_then(|sources| {
+                let parts: Vec<&[u8]> = sources
+                    .iter()
+                    .flat_map(|s| [s.name.as_bytes(), s.text.as_bytes()])
+                    .collect();
+                let hash = fnv1a(&parts);
+                if self.current().is_some_and(|c| c.hash == hash) {
+                    return Ok(None);
+                }
+                let ir = katalog_lang::compile_sources(&sources).map_err(|d| d.render())?;
+                Ok(Some(Loaded {
+                    ir: Arc::new(ir),
+                    hash,
+                    loaded_at: SystemTime::now(),
+                    sources: sources.iter().map(|s| s.name.to_string()).collect(),
+                }))
+            });
+        match result {
+            Ok(None) => Ok(false),
+            Ok(Some(loaded)) => {
+                self.metrics.katalog_info.clear();
+                self.metrics
+                    .katalog_info
+                    .get_or_create(&HashLabels {
+                        hash: loaded.hash.clone(),
+                    })
+                    .set(1);
+                self.metrics.reloads.inc();
+                self.metrics.last_reload.set(unix(loaded.loaded_at));
+                tracing::info!(hash = %loaded.hash, sources = ?loaded.sources, "katalog loaded");
+                self.katalog.store(Some(Arc::new(loaded)));
+                self.set_error(None);
+                Ok(true)
+            }
+            Err(e) => {
+                self.metrics.reload_failures.inc();
+                tracing::error!(error = %e, path = %path.display(), "katalog reload failed; the previous Katalog keeps serving");
+                self.set_error(Some(e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Load the certificate files again; a broken pair keeps the old one.
+    pub fn reload_cert(&self) -> Result<bool, String> {
+        match crate::tls::load_pair(&self.config.tls_cert, &self.config.tls_key) {
+            Ok(key) => {
+                let current = self.cert.current();
+                if current.cert == key.cert {
+                    return Ok(false);
+                }
+                self.cert.swap(key);
+                self.metrics.cert_reloads.inc();
+                tracing::info!(cert = %self.config.tls_cert.display(), "serving certificate rotated");
+                Ok(true)
+            }
+            Err(e) => {
+                self.metrics.cert_reload_failures.inc();
+                tracing::error!(error = %e, "certificate reload failed; the previous certificate keeps serving");
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// The `/katalog` summary.
+    pub fn summary(&self) -> Value {
+        let current = self.current();
+        let resources: Vec<Value> = current
+            .as_ref()
+            .map(|c| {
+                c.ir.resources
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "group": r.group, "kind": r.kind, "plural": r.plural, "hub": r.hub,
+                            "versions": r.served().collect::<Vec<_>>(),
+                            "rules": r.versions.iter().map(|v| v.rules.len()).sum::<usize>(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        json!({
+            "ready": current.is_some(),
+            "katalog": current.as_ref().map(|c| json!({
+                "hash": c.hash,
+                "sources": c.sources,
+                "loadedAt": unix(c.loaded_at),
+                "validations": c.ir.admission.validations.len(),
+                "mutations": c.ir.admission.mutations.len(),
+            })),
+            "resources": resources,
+            "lastReloadError": self.last_error(),
+            "stats": self.stats.snapshot(),
+        })
+    }
+}

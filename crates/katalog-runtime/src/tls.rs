@@ -1,0 +1,275 @@
+//! TLS: certificate loading, live rotation, and development certificates.
+//!
+//! New handshakes ask [`ReloadingCert`] for the current certificate, which
+//! the watcher swaps when the mounted files change; connections already
+//! open keep the one they started with.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::crypto::ring;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// Why a certificate pair could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("failed to parse {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("failed to use the certificate and key: {0}")]
+    Key(String),
+    #[error("failed to generate a development certificate: {0}")]
+    Generate(String),
+}
+
+/// Install ring as the process-wide crypto provider (once; later calls are no-ops).
+pub fn install_crypto_provider() {
+    let _ = ring::default_provider().install_default();
+}
+
+/// Parse a PEM certificate chain and private key into a signing key.
+pub fn certified_key_from_pem(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_name: &str,
+    key_name: &str,
+) -> Result<CertifiedKey, TlsError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::Parse {
+            path: cert_name.into(),
+            message: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Parse {
+            path: cert_name.into(),
+            message: "no CERTIFICATE block".into(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError::Parse {
+        path: key_name.into(),
+        message: e.to_string(),
+    })?;
+    let provider = ring::default_provider();
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TlsError::Key(e.to_string()))?;
+    let ck = CertifiedKey::new(certs, signing_key);
+    // Refuse a key that does not belong to the certificate.
+    ck.keys_match().map_err(|e| TlsError::Key(e.to_string()))?;
+    Ok(ck)
+}
+
+/// Read a certificate and key pair from files.
+pub fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|source| TlsError::Read {
+            path: p.display().to_string(),
+            source,
+        })
+    };
+    certified_key_from_pem(
+        &read(cert)?,
+        &read(key)?,
+        &cert.display().to_string(),
+        &key.display().to_string(),
+    )
+}
+
+/// The serving certificate, swappable while the server runs.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    current: ArcSwap<CertifiedKey>,
+}
+
+impl ReloadingCert {
+    pub fn new(key: CertifiedKey) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(key),
+        }
+    }
+    pub fn swap(&self, key: CertifiedKey) {
+        self.current.store(Arc::new(key));
+    }
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current.load_full()
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// A rustls server configuration: TLS 1.2 and 1.3 with ring, HTTP/1.1 only
+/// (the apiserver speaks HTTP/1.1 to webhooks).
+pub fn server_config(cert: Arc<ReloadingCert>) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsError::Key(e.to_string()))?
+            .with_no_client_auth()
+            .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A development CA and a serving certificate signed by it.
+pub struct DevCertificates {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A development certificate authority that can issue serving certificates.
+pub struct DevCa {
+    key: rcgen::KeyPair,
+    params: rcgen::CertificateParams,
+    pem: String,
+}
+
+impl DevCa {
+    pub fn generate() -> Result<DevCa, TlsError> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let key = KeyPair::generate().map_err(err)?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "katalog development CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let pem = params.self_signed(&key).map_err(err)?.pem();
+        Ok(DevCa { key, params, pem })
+    }
+
+    pub fn ca_pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// A serving certificate (PEM) and its key (PEM) for `localhost`,
+    /// `127.0.0.1`, `::1` and the given DNS names.
+    pub fn issue(&self, dns_names: &[String]) -> Result<(String, String), TlsError> {
+        use rcgen::{
+            CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
+        };
+        let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let issuer = Issuer::new(self.params.clone(), &self.key);
+        let mut names = vec![
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+            "::1".to_string(),
+        ];
+        for n in dns_names {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        let mut params = CertificateParams::new(names).map_err(err)?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "katalog webhook");
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
+/// Generate a CA and a serving certificate for `localhost`, `127.0.0.1`,
+/// `::1` and the given DNS names.
+pub fn generate_dev_certificates(dns_names: &[String]) -> Result<DevCertificates, TlsError> {
+    let ca = DevCa::generate()?;
+    let (cert_pem, key_pem) = ca.issue(dns_names)?;
+    Ok(DevCertificates {
+        ca_pem: ca.pem,
+        cert_pem,
+        key_pem,
+    })
+}
+
+/// Paths of development certificates written to disk.
+pub struct DevCertificateFiles {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+/// Generate development certificates into `dir` (ca.crt, tls.crt, tls.key).
+pub fn write_dev_certificates(
+    dir: &Path,
+    dns_names: &[String],
+) -> Result<DevCertificateFiles, TlsError> {
+    let generated = generate_dev_certificates(dns_names)?;
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Read {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let files = DevCertificateFiles {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    };
+    for (path, text) in [
+        (&files.ca, &generated.ca_pem),
+        (&files.cert, &generated.cert_pem),
+        (&files.key, &generated.key_pem),
+    ] {
+        std::fs::write(path, text).map_err(|source| TlsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_certificates_load_and_a_wrong_key_is_refused() {
+        install_crypto_provider();
+        let a = generate_dev_certificates(&["katalog.katalog-system.svc".into()]).unwrap();
+        let b = generate_dev_certificates(&[]).unwrap();
+        certified_key_from_pem(
+            a.cert_pem.as_bytes(),
+            a.key_pem.as_bytes(),
+            "a.crt",
+            "a.key",
+        )
+        .expect("a matching pair loads");
+        let err = certified_key_from_pem(
+            a.cert_pem.as_bytes(),
+            b.key_pem.as_bytes(),
+            "a.crt",
+            "b.key",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("failed to use the certificate and key"),
+            "{err}"
+        );
+        let err =
+            certified_key_from_pem(b"junk", a.key_pem.as_bytes(), "junk.crt", "a.key").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to parse junk.crt: no CERTIFICATE block"
+        );
+    }
+}

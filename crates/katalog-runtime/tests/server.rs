@@ -1,0 +1,639 @@
+//! The HTTPS server end to end: a real server on an ephemeral loopback port,
+//! a real TLS client verifying it against a generated CA.
+
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use katalog_runtime::client::{HttpsClient, read_response};
+use katalog_runtime::tls::DevCa;
+use katalog_runtime::{Config, ServerThread};
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A scratch directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "katalog-test-{}-{name}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ca() -> &'static DevCa {
+    static CA: OnceLock<DevCa> = OnceLock::new();
+    CA.get_or_init(|| DevCa::generate().unwrap())
+}
+
+/// Write a file atomically (write aside, rename over), as tools and the kubelet do.
+fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp-write");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+struct Harness {
+    server: Option<ServerThread>,
+    scratch: Scratch,
+}
+
+impl Harness {
+    /// Start a server for `katalog_path` with certificates issued by the test CA.
+    fn start(name: &str, katalog_path: Option<&Path>, tweak: impl FnOnce(&mut Config)) -> Harness {
+        let scratch = Scratch::new(name);
+        let (cert, key) = ca().issue(&[]).unwrap();
+        std::fs::write(scratch.path("tls.crt"), cert).unwrap();
+        std::fs::write(scratch.path("tls.key"), key).unwrap();
+        let katalog = match katalog_path {
+            Some(p) => p.to_path_buf(),
+            None => scratch.path("katalog.yaml"),
+        };
+        let mut config = Config::new(katalog, scratch.path("tls.crt"), scratch.path("tls.key"));
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.workers = 2;
+        config.reload_debounce = Duration::from_millis(50);
+        tweak(&mut config);
+        let server = ServerThread::spawn(config).expect("the server starts");
+        Harness {
+            server: Some(server),
+            scratch,
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        self.server.as_ref().unwrap().addr
+    }
+
+    fn client(&self) -> HttpsClient {
+        HttpsClient::new(self.addr(), ca().ca_pem().as_bytes(), "localhost").unwrap()
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn crontab() -> PathBuf {
+    repo().join("katalogs/crontab.yaml")
+}
+
+fn crontab_object(i: usize, version: &str) -> Value {
+    let spec = match version {
+        "v1" => {
+            json!({"schedule": "*/5 * * * *", "image": format!("registry.example.com/job:{i}"), "timeoutSeconds": i, "concurrencyPolicy": "Forbid"})
+        }
+        "v1beta1" => {
+            json!({"cronSpec": "*/5 * * * *", "image": format!("registry.example.com/job:{i}")})
+        }
+        _ => {
+            json!({"schedule": "*/5 * * * *", "container": {"image": format!("registry.example.com/job:{i}")}})
+        }
+    };
+    json!({
+        "apiVersion": format!("stable.example.com/{version}"),
+        "kind": "CronTab",
+        "metadata": {"name": format!("job-{i}"), "namespace": "default", "uid": format!("uid-{i}"),
+                     "labels": {"app.kubernetes.io/name": "job"}},
+        "spec": spec,
+    })
+}
+
+fn conversion_review(api_version: &str, desired: &str, objects: Vec<Value>) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": api_version,
+        "kind": "ConversionReview",
+        "request": {"uid": "7b8c2c8e-1111-2222-3333-444455556666", "desiredAPIVersion": desired, "objects": objects},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn converts_v1_and_v1beta1_reviews() {
+    let h = Harness::start("convert", Some(&crontab()), |_| {});
+    let mut c = h.client();
+    for review_version in ["apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"] {
+        let body = conversion_review(
+            review_version,
+            "stable.example.com/v2",
+            vec![crontab_object(1, "v1"), crontab_object(2, "v1beta1")],
+        );
+        let r = c.post_json("/convert", &body).unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json().unwrap();
+        assert_eq!(v["apiVersion"], review_version);
+        assert_eq!(v["response"]["uid"], "7b8c2c8e-1111-2222-3333-444455556666");
+        assert_eq!(v["response"]["result"]["status"], "Success");
+        let objs = v["response"]["convertedObjects"].as_array().unwrap();
+        assert_eq!(objs[0]["spec"]["concurrencyPolicy"], "ForbidConcurrent");
+        assert_eq!(
+            objs[1]["spec"]["container"]["image"],
+            "registry.example.com/job:2"
+        );
+        assert_eq!(objs[1]["spec"]["concurrencyPolicy"], "AllowConcurrent");
+    }
+    let stats = c.get("/katalog").unwrap().json().unwrap();
+    assert_eq!(stats["ready"], true);
+    assert_eq!(
+        stats["stats"][0]["key"],
+        "conversion stable.example.com/CronTab"
+    );
+    assert_eq!(stats["stats"][0]["count"], 2);
+    let metrics = c.get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains(r#"katalog_conversion_requests_total{group="stable.example.com",kind="CronTab",from="mixed",to="v2",result="success"} 2"#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn converts_500_objects_and_a_5_mb_review() {
+    let h = Harness::start("large", Some(&crontab()), |_| {});
+    let mut c = h.client();
+    let objects: Vec<Value> = (0..500).map(|i| crontab_object(i, "v1")).collect();
+    let r = c
+        .post_json(
+            "/convert",
+            &conversion_review(
+                "apiextensions.k8s.io/v1",
+                "stable.example.com/v1beta1",
+                objects,
+            ),
+        )
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let v = r.json().unwrap();
+    let out = v["response"]["convertedObjects"].as_array().unwrap();
+    assert_eq!(out.len(), 500);
+    for (i, o) in out.iter().enumerate() {
+        assert_eq!(o["metadata"]["name"], format!("job-{i}"), "order is kept");
+        assert_eq!(o["apiVersion"], "stable.example.com/v1beta1");
+    }
+    // ~5 MB: objects carrying a large annotation each.
+    let blob = "x".repeat(10_000);
+    let objects: Vec<Value> = (0..500)
+        .map(|i| {
+            let mut o = crontab_object(i, "v2");
+            o["metadata"]["annotations"] = json!({"example.com/blob": blob});
+            o
+        })
+        .collect();
+    let body = conversion_review("apiextensions.k8s.io/v1", "stable.example.com/v1", objects);
+    assert!(body.len() > 5_000_000, "{}", body.len());
+    let r = c.post_json("/convert", &body).unwrap();
+    assert_eq!(r.status, 200);
+    let v = r.json().unwrap();
+    assert_eq!(v["response"]["result"]["status"], "Success");
+    assert_eq!(
+        v["response"]["convertedObjects"].as_array().unwrap().len(),
+        500
+    );
+}
+
+const ADMISSION_KATALOG: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: admission}
+spec:
+  admission:
+    validations:
+      - name: internal-images
+        resources: [v1/pods]
+        path: spec.containers[*].image
+        check: {prefix: "registry.internal/"}
+    mutations:
+      - name: managed-by
+        resources: [v1/pods]
+        addLabels: {app.kubernetes.io/managed-by: katalog}
+"#;
+
+fn pod_review(image: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "a1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": image}]}}
+        }
+    }))
+    .unwrap()
+}
+
+#[test]
+fn admission_allows_denies_and_patches() {
+    let scratch = Scratch::new("admission-katalog");
+    std::fs::write(scratch.path("k.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("admission", Some(&scratch.path("k.yaml")), |_| {});
+    let mut c = h.client();
+    let r = c
+        .post_json("/validate", &pod_review("registry.internal/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["allowed"], true);
+    let r = c
+        .post_json("/validate", &pod_review("docker.io/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["allowed"], false);
+    assert_eq!(r["response"]["status"]["code"], 403);
+    assert!(
+        r["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[internal-images]")
+    );
+    let r = c
+        .post_json("/mutate", &pod_review("docker.io/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["allowed"], true);
+    assert_eq!(r["response"]["patchType"], "JSONPatch");
+    assert!(r["response"]["patch"].is_string());
+    // Not declared by this Katalog.
+    for path in [
+        "/convert",
+        "/deletion-protection",
+        "/namespace-protection",
+        "/strict-mode-protection",
+    ] {
+        let r = c.post_json(path, b"{}").unwrap();
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(r.json().unwrap()["reason"], "NotDeclared", "{path}");
+    }
+}
+
+#[test]
+fn bad_requests_get_clear_4xx_and_the_server_keeps_serving() {
+    let h = Harness::start("bad", Some(&crontab()), |c| {
+        c.body_limit = 64 * 1024;
+        c.client_timeout = Duration::from_millis(800);
+    });
+    let mut c = h.client();
+    // method, path, content type, body, expected status, expected reason
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "POST",
+            "/convert",
+            Some("text/plain"),
+            b"{}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            "/convert",
+            None,
+            b"{}".to_vec(),
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            "/convert",
+            Some("application/json"),
+            b"{not json".to_vec(),
+            400,
+            "MalformedReview",
+        ),
+        (
+            "POST",
+            "/convert",
+            Some("application/json"),
+            b"{\"apiVersion\":\"apiextensions.k8s.io/v1\"}".to_vec(),
+            400,
+            "MalformedReview",
+        ),
+        (
+            "POST",
+            "/convert",
+            Some("application/json"),
+            vec![b' '; 100 * 1024],
+            413,
+            "BodyTooLarge",
+        ),
+        (
+            "POST",
+            "/nowhere",
+            Some("application/json"),
+            b"{}".to_vec(),
+            404,
+            "NoRoute",
+        ),
+        ("GET", "/convert", None, Vec::new(), 405, "MethodNotAllowed"),
+        (
+            "DELETE",
+            "/validate",
+            None,
+            Vec::new(),
+            405,
+            "MethodNotAllowed",
+        ),
+    ];
+    for (method, path, ct, body, status, reason) in cases {
+        let r = c.request(method, path, ct, &body).unwrap();
+        assert_eq!(r.status, status, "{method} {path} {ct:?}: {}", r.text());
+        if r.header("content-type")
+            .is_some_and(|t| t.starts_with("application/json"))
+        {
+            assert_eq!(r.json().unwrap()["reason"], reason, "{method} {path}");
+        }
+    }
+    // A client that sends half a body and stalls gets 408.
+    let mut raw = c.connect().unwrap();
+    let body = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![crontab_object(1, "v1")],
+    );
+    write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    raw.write_all(&body[..body.len() / 2]).unwrap();
+    raw.flush().unwrap();
+    let r = read_response(&mut BufReader::new(raw)).unwrap();
+    assert_eq!(r.status, 408, "{}", r.text());
+    // Still serving.
+    let r = c.post_json("/convert", &body).unwrap();
+    assert_eq!(r.status, 200);
+    let metrics = c.get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains(r#"katalog_http_errors_total{reason="BodyTooLarge"} 1"#),
+        "{metrics}"
+    );
+}
+
+fn wait_for(what: &str, mut check: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(15) {
+        if check() {
+            return started.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+const HOSTPORT_V1: &str = include_str!("../../../katalogs/hostport.yaml");
+
+fn hostport_review() -> Vec<u8> {
+    conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![
+            json!({"apiVersion": "stable.example.com/v1", "kind": "HostPort", "metadata": {"name": "h"}, "hostPort": "localhost:8080"}),
+        ],
+    )
+}
+
+#[test]
+fn katalog_reload_good_is_served_bad_keeps_the_old() {
+    let scratch = Scratch::new("reload-katalog");
+    let path = scratch.path("hostport.yaml");
+    std::fs::write(&path, HOSTPORT_V1).unwrap();
+    let h = Harness::start("reload", Some(&path), |_| {});
+    let mut c = h.client();
+    let host = |c: &mut HttpsClient| {
+        let v = c
+            .post_json("/convert", &hostport_review())
+            .unwrap()
+            .json()
+            .unwrap();
+        v["response"]["convertedObjects"][0].clone()
+    };
+    assert_eq!(host(&mut c)["host"], "localhost");
+    // A good change: v2 now calls them `hostname` and `portNumber`.
+    let changed = HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [hostname, portNumber]");
+    assert_ne!(changed, HOSTPORT_V1);
+    write_atomic(&path, &changed);
+    let took = wait_for("the new Katalog to be served", || {
+        host(&mut c)["hostname"] == "localhost"
+    });
+    eprintln!("reload took effect after {took:?}");
+    // A broken change: the old one keeps serving, the error is reported.
+    write_atomic(&path, &changed.replace("separator", "separtor"));
+    wait_for("the reload failure to be reported", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+    });
+    assert_eq!(host(&mut c)["hostname"], "localhost");
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let err = summary["lastReloadError"].as_str().unwrap();
+    assert!(
+        err.contains("hostport.yaml:20:") && err.contains("unknown key `separtor`"),
+        "{err}"
+    );
+    let metrics = c.get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains("katalog_reload_failures_total 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("katalog_reloads_total 2"), "{metrics}");
+}
+
+#[test]
+fn configmap_style_symlink_swap_is_picked_up() {
+    let scratch = Scratch::new("configmap");
+    let mount = scratch.path("mount");
+    std::fs::create_dir_all(mount.join("..2026_11_30_01")).unwrap();
+    std::fs::write(mount.join("..2026_11_30_01/hostport.yaml"), HOSTPORT_V1).unwrap();
+    std::os::unix::fs::symlink("..2026_11_30_01", mount.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/hostport.yaml", mount.join("hostport.yaml")).unwrap();
+    let h = Harness::start("configmap", Some(&mount), |_| {});
+    let mut c = h.client();
+    let out = |c: &mut HttpsClient| {
+        c.post_json("/convert", &hostport_review())
+            .unwrap()
+            .json()
+            .unwrap()["response"]["convertedObjects"][0]
+            .clone()
+    };
+    assert_eq!(out(&mut c)["port"], "8080");
+    // The kubelet's update: a new timestamped directory, a new symlink, an atomic rename.
+    std::fs::create_dir_all(mount.join("..2026_11_30_02")).unwrap();
+    std::fs::write(
+        mount.join("..2026_11_30_02/hostport.yaml"),
+        HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [server, port]"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("..2026_11_30_02", mount.join("..data_tmp")).unwrap();
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    std::fs::remove_dir_all(mount.join("..2026_11_30_01")).unwrap();
+    let took = wait_for("the swapped ConfigMap to be served", || {
+        out(&mut c)["server"] == "localhost"
+    });
+    eprintln!("symlink swap took effect after {took:?}");
+}
+
+#[test]
+fn certificate_rotation_during_a_stream_of_requests_fails_nothing() {
+    let h = Harness::start("rotation", Some(&crontab()), |_| {});
+    let (addr, cert_path, key_path) = (
+        h.addr(),
+        h.scratch.path("tls.crt"),
+        h.scratch.path("tls.key"),
+    );
+    let first = std::fs::read_to_string(&cert_path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let body = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![crontab_object(1, "v1")],
+    );
+    let streamer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut ok, mut failed, mut served_new) = (0, Vec::new(), false);
+            // Bounded: at most 2000 requests or 20 s.
+            let started = Instant::now();
+            while !stop.load(Ordering::SeqCst)
+                && ok + failed.len() < 2000
+                && started.elapsed() < Duration::from_secs(20)
+            {
+                // A new connection each time, so every request is a new handshake.
+                let mut c = HttpsClient::new(addr, ca().ca_pem().as_bytes(), "localhost").unwrap();
+                match c.post_json("/convert", &body) {
+                    Ok(r) if r.status == 200 => ok += 1,
+                    Ok(r) => failed.push(format!("status {}", r.status)),
+                    Err(e) => failed.push(e.to_string()),
+                }
+                let conn = c.connect().unwrap();
+                let served = conn.conn.peer_certificates().unwrap()[0].as_ref().to_vec();
+                served_new |= !first.contains(&b64(&served)[..64]);
+            }
+            (ok, failed, served_new)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // cert-manager style: a new leaf from the same CA; the key lands first,
+    // so for a moment the pair does not match and must be refused.
+    let (cert, key) = ca().issue(&[]).unwrap();
+    write_atomic(&key_path, &key);
+    std::thread::sleep(Duration::from_millis(200));
+    write_atomic(&cert_path, &cert);
+    wait_for("the new certificate to be served", || {
+        let c = HttpsClient::new(addr, ca().ca_pem().as_bytes(), "localhost").unwrap();
+        let conn = c.connect().unwrap();
+        let served = conn.conn.peer_certificates().unwrap()[0].as_ref().to_vec();
+        cert.contains(&b64(&served)[..64])
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    let (ok, failed, served_new) = streamer.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "failed requests during rotation: {failed:?}"
+    );
+    assert!(ok > 10, "only {ok} requests ran");
+    assert!(served_new, "the stream never saw the new certificate");
+    let metrics = h.client().get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains("katalog_certificate_reloads_total 1"),
+        "{metrics}"
+    );
+}
+
+/// Standard base64 of DER, as it appears in a PEM body.
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n =
+            chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[test]
+fn graceful_shutdown_finishes_requests_in_flight() {
+    let mut h = Harness::start("shutdown", Some(&crontab()), |c| {
+        c.shutdown_grace = Duration::from_secs(10)
+    });
+    let c = h.client();
+    let body = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        (0..200).map(|i| crontab_object(i, "v1")).collect(),
+    );
+    let mut raw = c.connect().unwrap();
+    write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    raw.write_all(&body[..body.len() / 2]).unwrap();
+    raw.flush().unwrap();
+    // Stop while the request is in flight, then finish sending it.
+    let server = h.server.take().unwrap();
+    let addr = server.addr;
+    let stopper = std::thread::spawn(move || server.stop());
+    std::thread::sleep(Duration::from_millis(300));
+    raw.write_all(&body[body.len() / 2..]).unwrap();
+    raw.flush().unwrap();
+    let r = read_response(&mut BufReader::new(raw)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["response"]["convertedObjects"]
+            .as_array()
+            .unwrap()
+            .len(),
+        200
+    );
+    stopper.join().unwrap();
+    // New connections are refused once stopped.
+    assert!(std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn readiness_waits_for_a_katalog() {
+    let scratch = Scratch::new("not-ready");
+    let path = scratch.path("k.yaml");
+    std::fs::write(&path, "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: x}\nspec: {resources: 7}\n").unwrap();
+    let h = Harness::start("not-ready", Some(&path), |_| {});
+    let mut c = h.client();
+    let r = c.get("/readyz").unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("no Katalog is loaded"), "{}", r.text());
+    assert_eq!(c.get("/healthz").unwrap().status, 200);
+    assert_eq!(
+        c.post_json("/convert", &hostport_review()).unwrap().status,
+        503
+    );
+    write_atomic(&path, HOSTPORT_V1);
+    wait_for("readiness", || c.get("/readyz").unwrap().status == 200);
+    assert_eq!(
+        c.post_json("/convert", &hostport_review()).unwrap().status,
+        200
+    );
+}
