@@ -364,11 +364,15 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     )),
                 }
             };
-            let object = file.as_deref().map(one).transpose()?;
-            let old_object = old
+            let mut object = file.as_deref().map(one).transpose()?;
+            let mut old_object = old
                 .as_ref()
                 .map(|p| one(&p.display().to_string()))
                 .transpose()?;
+            // A DELETE carries the object being deleted as the old object.
+            if matches!(operation, Some(OperationArg::Delete)) && old_object.is_none() {
+                old_object = object.take();
+            }
             let namespace_object = namespace_object
                 .as_ref()
                 .map(|p| one(&p.display().to_string()))

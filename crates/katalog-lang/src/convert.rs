@@ -1045,3 +1045,66 @@ impl StashState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Source;
+    use serde_json::json;
+
+    fn crontab() -> Ir {
+        crate::compile_sources(&[Source::new(
+            "crontab.yaml",
+            include_str!("../../../katalogs/crontab.yaml"),
+        )])
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stash_over_the_annotation_limit_fails_the_conversion() {
+        let ir = crontab();
+        let big = "x".repeat(ANNOTATIONS_LIMIT);
+        let hub = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "big"}, "spec": {"timeoutSeconds": 1, "concurrencyPolicy": big}});
+        let err = convert(&ir, &hub, "stable.example.com/v1beta1").unwrap_err();
+        assert!(
+            err.message
+                .starts_with("stashing makes the object's annotations ")
+                && err
+                    .message
+                    .ends_with("bytes, over the apiserver's limit of 262144 (256 KiB)"),
+            "{err}"
+        );
+        // Just under the limit converts and comes back.
+        let fits = "y".repeat(ANNOTATIONS_LIMIT - 200);
+        let hub = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "fits"}, "spec": {"concurrencyPolicy": fits}});
+        let spoke = convert(&ir, &hub, "stable.example.com/v1beta1").unwrap();
+        assert_eq!(convert(&ir, &spoke, "stable.example.com/v1").unwrap(), hub);
+    }
+
+    #[test]
+    fn a_tampered_stash_annotation_is_an_error_not_a_loss() {
+        let ir = crontab();
+        let spoke = json!({"apiVersion": "stable.example.com/v1beta1", "kind": "CronTab",
+            "metadata": {"name": "t", "annotations": {"katalog.dev/stash": "not json"}},
+            "spec": {"cronSpec": "* * * * *"}});
+        let err = convert(&ir, &spoke, "stable.example.com/v1").unwrap_err();
+        assert_eq!(
+            err.message,
+            "annotation `katalog.dev/stash` is not a stash the engine wrote (it must be a JSON object); remove it or fix it"
+        );
+    }
+
+    #[test]
+    fn other_annotations_and_labels_survive_untouched() {
+        let ir = crontab();
+        let hub = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+            "metadata": {"name": "a", "labels": {"a.b/c": "d"}, "annotations": {"x.io/y": "z"}},
+            "spec": {"timeoutSeconds": 5}});
+        let spoke = convert(&ir, &hub, "stable.example.com/v1beta1").unwrap();
+        assert_eq!(spoke["metadata"]["labels"], json!({"a.b/c": "d"}));
+        assert_eq!(spoke["metadata"]["annotations"]["x.io/y"], "z");
+        assert_eq!(convert(&ir, &spoke, "stable.example.com/v1").unwrap(), hub);
+    }
+}
