@@ -135,6 +135,33 @@ enum Command {
     /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
     /// development CA and certificate are generated.
     Serve(ServeArgs),
+    /// Print the webhook configurations and CRD conversion patches the engine
+    /// would apply (for GitOps review); needs no cluster.
+    Manifests {
+        #[arg(long, env = "KATALOG_KATALOG")]
+        katalog: PathBuf,
+        /// Base name of the configurations.
+        #[arg(long, default_value = "katalog")]
+        name: String,
+        /// Reach the engine at this base URL instead of a Service (development).
+        #[arg(long, conflicts_with_all = ["service_name", "service_namespace"])]
+        url: Option<String>,
+        #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
+        service_name: String,
+        #[arg(
+            long,
+            env = "KATALOG_SERVICE_NAMESPACE",
+            default_value = "katalog-system"
+        )]
+        service_namespace: String,
+        #[arg(long, default_value_t = 443)]
+        service_port: i32,
+        /// PEM file of the CA that signed the serving certificate (the caBundle).
+        #[arg(long)]
+        ca_bundle: Option<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "yaml")]
+        output: Format,
+    },
     /// Print intermediate stages.
     Debug {
         #[command(subcommand)]
@@ -412,6 +439,39 @@ fn run(cli: Cli) -> Result<(), Exit> {
             }
         }
         Command::Serve(args) => serve(args),
+        Command::Manifests {
+            katalog,
+            name,
+            url,
+            service_name,
+            service_namespace,
+            service_port,
+            ca_bundle,
+            output,
+        } => {
+            use katalog_runtime::registration::{Registration, Target, manifests};
+            let ir = load_ir(&katalog)?;
+            let ca_bundle = match ca_bundle {
+                Some(p) => std::fs::read(&p)
+                    .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+                None => Vec::new(),
+            };
+            let target = match url {
+                Some(u) => Target::Url(u),
+                None => Target::Service {
+                    namespace: service_namespace,
+                    name: service_name,
+                    port: service_port,
+                },
+            };
+            let reg = Registration {
+                name,
+                target,
+                ca_bundle,
+            };
+            print_values(&manifests(&ir, &reg), output);
+            Ok(())
+        }
         Command::Test {
             paths,
             output,

@@ -260,6 +260,26 @@ const CASES: &[Case] = &[
         code: 0,
     },
     Case {
+        name: "manifests-service",
+        args: &["manifests", "--katalog", "katalogs/protections.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "manifests-url",
+        args: &[
+            "manifests",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--url",
+            "https://127.0.0.1:8443",
+            "-o",
+            "json",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
         name: "test-bad-suite",
         args: &[
             "test",

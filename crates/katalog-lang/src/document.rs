@@ -383,6 +383,13 @@ pub struct CelExample {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Admission {
+    /// What the apiserver does when the engine cannot be reached for the
+    /// validating and mutating webhooks (default Fail; protections always Fail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+    /// The apiserver's timeout for each webhook call, 1 to 30 (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u8>,
     /// CEL variables every rule may use as `variables.NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<Variable>,
@@ -399,6 +406,13 @@ pub struct Variable {
     /// A CEL expression over `object`, `oldObject`, `request`,
     /// `namespaceObject` and earlier variables.
     pub expression: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum FailurePolicy {
+    #[default]
+    Fail,
+    Ignore,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

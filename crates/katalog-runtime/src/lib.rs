@@ -10,6 +10,7 @@
 pub mod client;
 pub mod files;
 pub mod metrics;
+pub mod registration;
 pub mod reload;
 pub mod server;
 pub mod state;

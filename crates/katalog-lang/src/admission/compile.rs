@@ -75,7 +75,10 @@ fn name_problem(name: &str) -> Option<&'static str> {
 
 /// Compile the admission rules and protections of every document.
 pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
-    let mut ir = AdmissionIr::default();
+    let mut ir = AdmissionIr {
+        timeout_seconds: 10,
+        ..AdmissionIr::default()
+    };
     let mut seen_names: BTreeMap<String, crate::source::Loc> = BTreeMap::new();
     let mut security = SecurityIr {
         deletion: DeletionIr {
@@ -92,6 +95,21 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
     for doc in &loaded.documents {
         let mut ctx = Ctx { doc, diags };
         let admission = DocPath::default().key("spec").key("admission");
+        let adm_doc = &doc.doc.spec.admission;
+        if let Some(p) = adm_doc.failure_policy {
+            ir.failure_policy = p;
+        }
+        if let Some(t) = adm_doc.timeout_seconds {
+            if (1..=30).contains(&t) {
+                ir.timeout_seconds = t;
+            } else {
+                ctx.error(
+                    &admission.key("timeoutSeconds"),
+                    ErrorKind::Invalid,
+                    format!("timeoutSeconds must be 1 to 30 (the apiserver's range), not {t}"),
+                );
+            }
+        }
         ir.variables.extend(variables(
             &mut ctx,
             &doc.doc.spec.admission.variables,

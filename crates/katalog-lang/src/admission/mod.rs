@@ -22,6 +22,8 @@ pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
 /// Everything admission needs, compiled.
 #[derive(Debug, Default)]
 pub struct AdmissionIr {
+    pub failure_policy: crate::document::FailurePolicy,
+    pub timeout_seconds: u8,
     pub variables: Vec<(String, CelProgram)>,
     pub validations: Vec<ValidationIr>,
     pub mutations: Vec<MutationIr>,
@@ -63,7 +65,7 @@ impl ResourcePattern {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectorIr {
     pub match_labels: Vec<(String, String)>,
     pub expressions: Vec<(String, SelectorOperator, Vec<String>)>,
