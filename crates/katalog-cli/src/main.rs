@@ -324,7 +324,8 @@ fn run(cli: Cli) -> Result<(), Exit> {
             output,
             file,
         } => {
-            let ir = load_ir(&katalog)?;
+            // Exit 1 means denied; anything that stops the evaluation is 2.
+            let ir = load_ir(&katalog).map_err(|Exit(m, _)| Exit(m, 2))?;
             let objects = read_objects(&file)?;
             let mut out = Vec::new();
             for (i, object) in objects.iter().enumerate() {
@@ -382,7 +383,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
         } => {
             let ir = load_ir(&katalog)?;
             let one = |path: &str| -> Result<Value, Exit> {
-                let mut objects = read_objects(path)?;
+                let mut objects = read_objects(path).map_err(|Exit(m, _)| Exit(m, 2))?;
                 match objects.len() {
                     1 => Ok(objects.remove(0)),
                     n => Err(Exit(
@@ -543,9 +544,13 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     katalog_runtime::server::run(config, move |addr| {
         if let Some(ca) = dev_ca {
             let port = addr.port();
+            let ca = std::fs::canonicalize(&ca).unwrap_or(ca);
             eprintln!("development CA: {}", ca.display());
+            let example = std::fs::canonicalize("crates/katalog-lang/src/testdata/conversion-review-v1.json")
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "review.json".into());
             eprintln!(
-                "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @crates/katalog-lang/src/testdata/conversion-review-v1.json",
+                "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @{example}",
                 ca.display()
             );
         }

@@ -102,7 +102,12 @@ fn is_dns_label_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
 }
 
-/// Checks a Kubernetes qualified name such as `example.com/x`.
+/// Checks a Kubernetes qualified name such as `example.com/x` (label and
+/// annotation keys).
+pub(crate) fn qualified_name_problem(key: &str) -> Option<String> {
+    annotation_key_problem(key)
+}
+
 fn annotation_key_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),

@@ -57,8 +57,14 @@ fn watch_dirs(
         .name("katalog-watch".into())
         .spawn(move || {
             // Ends when the debouncer (and so the sender) is dropped.
-            while let Ok(_) | Err(RecvTimeoutError::Timeout) = rx.recv_timeout(POLL) {
-                on_change();
+            loop {
+                match rx.recv_timeout(POLL) {
+                    // Our own reads of the files show up as access events:
+                    // reacting to them would reload forever.
+                    Ok(Ok(events)) if events.iter().all(|e| e.event.kind.is_access()) => {}
+                    Ok(_) | Err(RecvTimeoutError::Timeout) => on_change(),
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
             }
         })
         .map_err(|e| StartError::Watch {

@@ -281,7 +281,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         to,
         objects = count,
         result = if failed { "Failure" } else { "Success" },
-        message = if failed { message } else { "" },
+        detail = if failed { message } else { "" },
         duration_ms = elapsed.as_secs_f64() * 1000.0,
         "conversion review"
     );
@@ -385,7 +385,7 @@ async fn admission(
         namespace = str_at(&request, "/request/namespace"),
         name = str_at(&request, "/request/name"),
         result,
-        message,
+        detail = message,
         duration_ms = elapsed.as_secs_f64() * 1000.0,
         "admission review"
     );

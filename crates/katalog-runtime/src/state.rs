@@ -100,7 +100,11 @@ impl State {
                 }))
             });
         match result {
-            Ok(None) => Ok(false),
+            Ok(None) => {
+                // The files are back to what is being served.
+                self.set_error(None);
+                Ok(false)
+            }
             Ok(Some(loaded)) => {
                 self.metrics.katalog_info.clear();
                 self.metrics

@@ -209,30 +209,46 @@ pub struct DevCertificateFiles {
     pub key: std::path::PathBuf,
 }
 
-/// Generate development certificates into `dir` (ca.crt, tls.crt, tls.key).
+/// Development certificates in `dir` (ca.crt, tls.crt, tls.key): reused when
+/// a valid pair is already there (so clients keep trusting the CA across
+/// restarts, and two servers sharing the directory agree), else generated.
+/// The key is written readable by its owner only.
 pub fn write_dev_certificates(
     dir: &Path,
     dns_names: &[String],
 ) -> Result<DevCertificateFiles, TlsError> {
-    let generated = generate_dev_certificates(dns_names)?;
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Read {
-        path: dir.display().to_string(),
-        source,
-    })?;
     let files = DevCertificateFiles {
         ca: dir.join("ca.crt"),
         cert: dir.join("tls.crt"),
         key: dir.join("tls.key"),
     };
-    for (path, text) in [
-        (&files.ca, &generated.ca_pem),
-        (&files.cert, &generated.cert_pem),
-        (&files.key, &generated.key_pem),
+    if files.ca.is_file() && load_pair(&files.cert, &files.key).is_ok() {
+        return Ok(files);
+    }
+    let generated = generate_dev_certificates(dns_names)?;
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Read {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    for (path, text, mode) in [
+        (&files.ca, &generated.ca_pem, 0o644),
+        (&files.cert, &generated.cert_pem, 0o644),
+        (&files.key, &generated.key_pem, 0o600),
     ] {
-        std::fs::write(path, text).map_err(|source| TlsError::Read {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let io = |source| TlsError::Read {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let _ = std::fs::remove_file(path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
     }
     Ok(files)
 }

@@ -197,6 +197,7 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
                 plural: r.plural.clone(),
                 kind: r.kind.clone(),
                 deletion: p.deletion.unwrap_or(security.deletion.enabled),
+                deletion_set_on_resource: p.deletion.is_some(),
                 strict_mode: p.strict_mode.unwrap_or(strict),
                 allowed_namespaces: allowed,
                 restricted_namespaces: restricted,
@@ -773,6 +774,23 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
             "removeAnnotations",
         ),
     ] {
+        for k in add.keys().chain(remove.iter()) {
+            if let Some(problem) = crate::compile::qualified_name_problem(k) {
+                let key = if add.contains_key(k) {
+                    add_key
+                } else {
+                    remove_key
+                };
+                ctx.error(
+                    &at.key(key),
+                    ErrorKind::Invalid,
+                    format!(
+                        "`{k}` is not a valid {} key: {problem}",
+                        field.trim_end_matches('s')
+                    ),
+                );
+            }
+        }
         for k in remove {
             if add.contains_key(k) {
                 ctx.error(

@@ -373,7 +373,15 @@ fn condition_holds(c: &ConditionIr, input: &AdmissionInput, vars: &Vars) -> Resu
             }
         },
         ConditionIr::Check { paths, check } => {
-            run_check(check, paths, input, vars, None)?.is_empty()
+            // A condition about a field the object does not have is false
+            // (unless it asks for the field to be absent).
+            let null = Value::Null;
+            let object = subject(input).unwrap_or(&null);
+            if !paths.is_empty() && !check.absent && selected(paths, object).is_empty() {
+                false
+            } else {
+                run_check(check, paths, input, vars, None)?.is_empty()
+            }
         }
     })
 }
@@ -717,16 +725,19 @@ fn parents(path: &Path, obj: &Value) -> Vec<Path> {
     let Some((_, parent)) = path.segments().split_last() else {
         return vec![];
     };
-    let parent = Path::from_segments(parent.to_vec());
-    if parent.has_wildcard() {
-        parent
-            .select(obj)
-            .into_iter()
-            .filter(|(_, v)| v.is_object())
-            .map(|(p, _)| p)
-            .collect()
-    } else {
-        vec![parent]
+    // Every existing element the wildcards select; below the last wildcard,
+    // missing objects are created like any other parent.
+    match parent.iter().rposition(|s| matches!(s, Segment::Wildcard)) {
+        None => vec![Path::from_segments(parent.to_vec())],
+        Some(last) => {
+            let (through, rest) = parent.split_at(last + 1);
+            Path::from_segments(through.to_vec())
+                .select(obj)
+                .into_iter()
+                .filter(|(_, v)| v.is_object())
+                .map(|(p, _)| p.join(&Path::from_segments(rest.to_vec())))
+                .collect()
+        }
     }
 }
 
@@ -820,11 +831,22 @@ fn deletion_protection(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut 
             .iter()
             .find(|r| r.deletion && format!("{}.{}", r.plural, r.group) == input.name)
         {
+            let how = if r.deletion_set_on_resource {
+                format!(
+                    "set `protection.deletion: false` on resource {}/{}",
+                    r.group, r.kind
+                )
+            } else {
+                format!(
+                    "set `protection.deletion: false` on resource {}/{} (or `spec.security.deletionProtection.enabled: false`)",
+                    r.group, r.kind
+                )
+            };
             verdict.denials.push(Finding {
                 rule,
                 message: format!(
-                    "CustomResourceDefinition {} is protected by the Katalog; to delete it, set `protection.deletion: false` on resource {}/{} (or `spec.security.deletionProtection.enabled: false`) and let the Katalog reload",
-                    input.name, r.group, r.kind
+                    "CustomResourceDefinition {} is protected by the Katalog; to delete it, {how} and let the Katalog reload",
+                    input.name
                 ),
             });
         }
@@ -973,6 +995,10 @@ pub struct SimulatedRequest {
 /// `Pod` → `pods`, `Ingress` → `ingresses`, `NetworkPolicy` → `networkpolicies`.
 fn guess_plural(kind: &str) -> String {
     let lower = kind.to_lowercase();
+    // Kinds whose resource name is not the regular plural.
+    if matches!(lower.as_str(), "endpoints") {
+        return lower;
+    }
     if lower.ends_with('s')
         || lower.ends_with('x')
         || lower.ends_with("ch")

@@ -200,6 +200,8 @@ pub struct ProtectedResource {
     pub plural: String,
     pub kind: String,
     pub deletion: bool,
+    /// True when the resource's own `protection.deletion` decides.
+    pub deletion_set_on_resource: bool,
     pub strict_mode: bool,
     pub allowed_namespaces: Vec<String>,
     pub restricted_namespaces: Vec<String>,
