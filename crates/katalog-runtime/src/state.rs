@@ -26,6 +26,8 @@ pub struct State {
     pub cert: Arc<ReloadingCert>,
     katalog: ArcSwapOption<Loaded>,
     last_error: Mutex<Option<String>>,
+    /// Hash of the last content that failed to compile.
+    failed_hash: Mutex<Option<String>>,
     pub metrics: Metrics,
     pub stats: Stats,
 }
@@ -43,6 +45,14 @@ fn fnv1a(parts: &[&[u8]]) -> String {
     format!("{h:016x}")
 }
 
+/// Why a reload did not load anything new.
+enum ReloadError {
+    /// Content that already failed, unchanged since.
+    Unchanged,
+    Failed(String),
+}
+use ReloadError::{Failed, Unchanged};
+
 fn unix(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -55,6 +65,7 @@ impl State {
             cert,
             katalog: ArcSwapOption::empty(),
             last_error: Mutex::new(None),
+            failed_hash: Mutex::new(None),
             metrics: Metrics::default(),
             stats: Stats::default(),
         }
@@ -81,7 +92,7 @@ impl State {
     pub fn reload(&self) -> Result<bool, String> {
         let path = &self.config.katalog;
         let result = crate::files::read_katalog(path)
-            .map_err(|d| d.render())
+            .map_err(|d| Failed(d.render()))
             .and_then(|sources| {
                 let parts: Vec<&[u8]> = sources
                     .iter()
@@ -91,7 +102,16 @@ impl State {
                 if self.current().is_some_and(|c| c.hash == hash) {
                     return Ok(None);
                 }
-                let ir = katalog_lang::compile_sources(&sources).map_err(|d| d.render())?;
+                // The same broken content is reported once, not at every poll.
+                let mut failed = self.failed_hash.lock().unwrap_or_else(|p| p.into_inner());
+                if failed.as_deref() == Some(hash.as_str()) {
+                    return Err(Unchanged);
+                }
+                let ir = katalog_lang::compile_sources(&sources).map_err(|d| {
+                    *failed = Some(hash.clone());
+                    Failed(d.render())
+                })?;
+                *failed = None;
                 Ok(Some(Loaded {
                     ir: Arc::new(ir),
                     hash,
@@ -120,7 +140,8 @@ impl State {
                 self.set_error(None);
                 Ok(true)
             }
-            Err(e) => {
+            Err(Unchanged) => Err(self.last_error().unwrap_or_default()),
+            Err(Failed(e)) => {
                 self.metrics.reload_failures.inc();
                 tracing::error!(error = %e, path = %path.display(), "katalog reload failed; the previous Katalog keeps serving");
                 self.set_error(Some(e.clone()));
