@@ -14,7 +14,7 @@ use crate::document::{ScalarType, Unmapped};
 use crate::ir::{
     Direction, Ir, Op, PartsIr, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece, WrapHow,
 };
-use crate::path::Path;
+use crate::path::{Path, Segment};
 
 /// The apiserver's limit on the total size of an object's annotations.
 pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
@@ -127,13 +127,16 @@ fn convert_between(
     stash.write_back(obj)
 }
 
-/// A value equal to its default, stashed only if its parent does not
-/// survive on the other side (then the default could not come back).
+/// A stash decision that depends on the converted object: a value equal to
+/// its default is stashed only if its parent does not survive (the default
+/// could not come back); an absent field is marked absent only if its
+/// parent does (the default would fill it).
 struct Deferred {
     annotation: String,
     section: String,
     key: String,
-    value: Value,
+    /// `None`: the field was absent.
+    value: Option<Value>,
     path: Path,
 }
 
@@ -169,13 +172,27 @@ impl Ctx<'_> {
             .iter()
             .map(|id| parent_of(&ir.rule(*id).op, obj))
             .collect();
+        // Taking the last field out of an object removes the object too, so
+        // that what a write created on the way there does not linger on the
+        // way back; but never an object the rule's other side also lives in
+        // (it is still there), and never for a rule with no other side
+        // (nothing would bring an emptied object back).
         let inputs: Vec<Vec<Option<Value>>> = rules
             .iter()
             .map(|id| {
-                ir.rule(*id)
-                    .reads(dir)
+                let rule = ir.rule(*id);
+                let others = rule.writes(dir);
+                rule.reads(dir)
                     .iter()
-                    .map(|p| p.take(obj))
+                    .map(|p| {
+                        let keep = others
+                            .iter()
+                            .map(|o| p.common_prefix_len(o).min(o.len().saturating_sub(1)))
+                            .max()
+                            .unwrap_or(p.len())
+                            .min(p.len().saturating_sub(1));
+                        p.take_keeping(obj, keep)
+                    })
                     .collect()
             })
             .collect();
@@ -213,9 +230,13 @@ impl Ctx<'_> {
                 })?;
             }
         }
+        // Decided on the converted object, the one the other direction will
+        // start from: it applies the default exactly where the parent exists.
         for d in std::mem::replace(&mut self.deferred, deferred_outer) {
-            if !parent_exists(&d.path, obj) {
-                self.stash.put(&d.annotation, &d.section, &d.key, d.value);
+            match (d.value, parent_exists(&d.path, obj)) {
+                (Some(v), false) => self.stash.put(&d.annotation, &d.section, &d.key, v),
+                (None, true) => self.stash.mark_absent(&d.annotation, &d.section, &d.key),
+                _ => {}
             }
         }
         Ok(())
@@ -256,13 +277,17 @@ impl Ctx<'_> {
                             annotation: annotation.clone(),
                             section: section.clone(),
                             key,
-                            value: v,
+                            value: Some(v),
                             path: path.clone(),
                         }),
                         Some(v) => self.stash.put(annotation, section, &key, v),
-                        None if default.is_some() && parent => {
-                            self.stash.mark_absent(annotation, section, &key)
-                        }
+                        None if default.is_some() => self.deferred.push(Deferred {
+                            annotation: annotation.clone(),
+                            section: section.clone(),
+                            key,
+                            value: None,
+                            path: path.clone(),
+                        }),
                         None => {}
                     }
                     vec![]
@@ -507,6 +532,14 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
 }
 
 fn parent_exists(path: &Path, obj: &Value) -> bool {
+    // Every object has labels and annotations, even when Kubernetes leaves
+    // the empty maps out.
+    if let [Segment::Key(m), Segment::Key(f), _] = path.segments()
+        && m == "metadata"
+        && (f == "labels" || f == "annotations")
+    {
+        return true;
+    }
     match path.segments().split_last() {
         Some((_, parent)) => Path::from_segments(parent.to_vec()).get(obj).is_some(),
         None => true,

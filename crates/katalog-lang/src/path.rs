@@ -187,8 +187,31 @@ impl Path {
     /// Remove the value at this path and return it. Objects that become empty
     /// because of the removal are removed too (they only existed to hold it).
     pub fn take(&self, value: &mut Value) -> Option<Value> {
-        let (taken, _) = take_rec(&self.segments, value)?;
+        self.take_keeping(value, 0)
+    }
+
+    /// Like [`Path::take`], but the first `keep` ancestors stay even when
+    /// they become empty.
+    pub fn take_keeping(&self, value: &mut Value, keep: usize) -> Option<Value> {
+        let (taken, _) = take_rec(&self.segments, value, keep)?;
         Some(taken)
+    }
+
+    pub fn len(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// How many leading segments two paths share.
+    pub fn common_prefix_len(&self, other: &Path) -> usize {
+        self.segments
+            .iter()
+            .zip(&other.segments)
+            .take_while(|(a, b)| a == b)
+            .count()
     }
 
     /// Set the value at this path, creating intermediate objects. Fails when an
@@ -303,7 +326,7 @@ fn select_into<'v>(
 }
 
 /// Returns the taken value and whether the container it came from is now empty.
-fn take_rec(segments: &[Segment], value: &mut Value) -> Option<(Value, bool)> {
+fn take_rec(segments: &[Segment], value: &mut Value, keep: usize) -> Option<(Value, bool)> {
     let (first, rest) = segments.split_first()?;
     match (first, value) {
         (Segment::Key(k), Value::Object(m)) => {
@@ -312,8 +335,8 @@ fn take_rec(segments: &[Segment], value: &mut Value) -> Option<(Value, bool)> {
                 return Some((taken, m.is_empty()));
             }
             let child = m.get_mut(k)?;
-            let (taken, child_empty) = take_rec(rest, child)?;
-            if child_empty {
+            let (taken, child_empty) = take_rec(rest, child, keep.saturating_sub(1))?;
+            if child_empty && keep == 0 {
                 m.shift_remove(k);
             }
             Some((taken, m.is_empty()))
@@ -325,7 +348,7 @@ fn take_rec(segments: &[Segment], value: &mut Value) -> Option<(Value, bool)> {
                 return Some((std::mem::take(slot), false));
             }
             let child = a.get_mut(*i)?;
-            let (taken, _) = take_rec(rest, child)?;
+            let (taken, _) = take_rec(rest, child, keep.saturating_sub(1))?;
             Some((taken, false))
         }
         _ => None,
