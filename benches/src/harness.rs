@@ -12,8 +12,9 @@
 //! - anything else (`cargo test --all-targets` runs the binary with no
 //!   arguments): call every variant once, unmeasured, as a smoke test.
 //!
-//! Any other non-flag argument is a substring filter on group names:
-//! `cargo bench -p katalog-benches -- convert_review_500`.
+//! Any other non-flag argument is a substring filter on group names
+//! (`cargo bench -p katalog-benches -- convert_review_500`); a trailing `$`
+//! asks for the exact name (`-- 'convert_review_500$'`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ pub struct Mode {
 
 impl Mode {
     /// Read the mode from `std::env::args()`. `KATALOG_BENCH_SECS` sets the
-    /// measuring time per group (default 3 s).
+    /// measuring time per group (default 5 s).
     pub fn from_args() -> Self {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let measure = args.iter().any(|a| a == "--bench");
@@ -43,20 +44,30 @@ impl Mode {
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| *s > 0.0)
-            .unwrap_or(3.0);
+            .unwrap_or(5.0);
         Self {
             measure,
             filters,
             warm_up: Duration::from_millis(500),
             measure_time: Duration::from_secs_f64(secs),
-            min_rounds: 10,
+            min_rounds: 20,
             max_rounds: 1_000_000,
         }
     }
 
+    /// How many objects a review of `n` objects gets: `n` when measuring,
+    /// at most 5 in a smoke test (debug builds parse slowly).
+    pub fn objects(&self, n: usize) -> usize {
+        if self.measure { n } else { n.min(5) }
+    }
+
     /// Whether the group `name` passes the command-line filters.
     pub fn selected(&self, name: &str) -> bool {
-        self.filters.is_empty() || self.filters.iter().any(|f| name.contains(f.as_str()))
+        self.filters.is_empty()
+            || self.filters.iter().any(|f| match f.strip_suffix('$') {
+                Some(exact) => name == exact,
+                None => name.contains(f.as_str()),
+            })
     }
 }
 
