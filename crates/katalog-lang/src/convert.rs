@@ -56,8 +56,17 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 /// Convert one object to `desired_api_version`. The object may be at any
 /// served version of its resource.
 pub fn convert(ir: &Ir, object: &Value, desired_api_version: &str) -> Result<Value, ConvertError> {
-    let Value::Object(obj) = object else {
-        return fail(format!("expected an object, found {}", type_name(object)));
+    convert_owned(ir, object.clone(), desired_api_version)
+}
+
+/// [`convert`] taking the object by value (no copy of it is made).
+pub fn convert_owned(
+    ir: &Ir,
+    mut object: Value,
+    desired_api_version: &str,
+) -> Result<Value, ConvertError> {
+    let Value::Object(obj) = &object else {
+        return fail(format!("expected an object, found {}", type_name(&object)));
     };
     let Some(api_version) = obj.get("apiVersion").and_then(Value::as_str) else {
         return fail("the object has no apiVersion");
@@ -66,6 +75,8 @@ pub fn convert(ir: &Ir, object: &Value, desired_api_version: &str) -> Result<Val
         return fail("the object has no kind");
     };
     let (group, from) = split_api_version(api_version);
+    let (group, from, kind) = (group.to_string(), from.to_string(), kind.to_string());
+    let (group, from, kind) = (group.as_str(), from.as_str(), kind.as_str());
     let (to_group, to) = split_api_version(desired_api_version);
     if group != to_group {
         return fail(format!(
@@ -85,17 +96,16 @@ pub fn convert(ir: &Ir, object: &Value, desired_api_version: &str) -> Result<Val
             ));
         }
     }
-    let mut out = object.clone();
     if from != to {
-        convert_between(ir, resource, &mut out, from, to)?;
+        convert_between(ir, resource, &mut object, from, to)?;
     }
-    if let Value::Object(m) = &mut out {
+    if let Value::Object(m) = &mut object {
         m.insert(
             "apiVersion".into(),
             Value::String(desired_api_version.to_string()),
         );
     }
-    Ok(out)
+    Ok(object)
 }
 
 fn convert_between(
@@ -106,7 +116,17 @@ fn convert_between(
     to: &str,
 ) -> Result<(), ConvertError> {
     let mut stash = StashState::with_original(obj);
-    let root = obj.clone();
+    // CEL's `object` is the object as it came in; copied only when needed.
+    let uses_cel = |v: &str| {
+        resource
+            .version(v)
+            .is_some_and(|v| rules_use_cel(ir, &v.rules))
+    };
+    let root = if uses_cel(from) || uses_cel(to) {
+        obj.clone()
+    } else {
+        Value::Null
+    };
     let legs = [(from, Direction::Up), (to, Direction::Down)];
     for (version, dir) in legs {
         if version == resource.hub {
@@ -529,6 +549,14 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
             _ => {}
         }
     }
+}
+
+fn rules_use_cel(ir: &Ir, rules: &[RuleId]) -> bool {
+    rules.iter().any(|id| match &ir.rule(*id).op {
+        Op::Cel { .. } => true,
+        Op::ForEach { rules, .. } => rules_use_cel(ir, rules),
+        _ => false,
+    })
 }
 
 fn parent_exists(path: &Path, obj: &Value) -> bool {

@@ -9,7 +9,7 @@ use kube_core::conversion::{ConversionRequest, ConversionResponse, ConversionRev
 use kube_core::response::Status;
 use serde_json::Value;
 
-use crate::convert::{convert, split_api_version};
+use crate::convert::{convert_owned, split_api_version};
 use crate::ir::Ir;
 
 /// The review versions the apiserver may send.
@@ -31,8 +31,13 @@ pub enum ReviewError {
 
 /// Answer a ConversionReview given as JSON.
 pub fn review_conversion(ir: &Ir, review: &Value) -> Result<Value, ReviewError> {
-    let review: ConversionReview = serde_json::from_value(review.clone())
-        .map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    review_conversion_owned(ir, review.clone())
+}
+
+/// [`review_conversion`] taking the review by value (no copy is made).
+pub fn review_conversion_owned(ir: &Ir, review: Value) -> Result<Value, ReviewError> {
+    let review: ConversionReview =
+        serde_json::from_value(review).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     if !CONVERSION_REVIEW_VERSIONS.contains(&review.types.api_version.as_str()) {
         return Err(ReviewError::UnsupportedVersion(review.types.api_version));
     }
@@ -45,25 +50,24 @@ pub fn review_conversion(ir: &Ir, review: &Value) -> Result<Value, ReviewError> 
 pub fn review_conversion_bytes(ir: &Ir, body: &[u8]) -> Result<Value, ReviewError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
-    review_conversion(ir, &value)
+    review_conversion_owned(ir, value)
 }
 
-fn answer(ir: &Ir, request: ConversionRequest) -> ConversionResponse {
+fn answer(ir: &Ir, mut request: ConversionRequest) -> ConversionResponse {
     let desired = request.desired_api_version.clone();
-    let objects = request.objects.clone();
+    let objects = std::mem::take(&mut request.objects);
     let response = ConversionResponse::for_request(request);
     let mut converted = Vec::with_capacity(objects.len());
-    for (i, object) in objects.iter().enumerate() {
-        match convert(ir, object, &desired).and_then(|out| {
-            check_invariants(object, &out)?;
+    for (i, object) in objects.into_iter().enumerate() {
+        let who = describe(&object);
+        let before = Invariants::of(&object);
+        match convert_owned(ir, object, &desired).and_then(|out| {
+            before.check(&out)?;
             Ok(out)
         }) {
             Ok(out) => converted.push(out),
             Err(e) => {
-                let message = format!(
-                    "failed to convert object {i} ({}) to {desired}: {e}",
-                    describe(object)
-                );
+                let message = format!("failed to convert object {i} ({who}) to {desired}: {e}");
                 return response.failure(Status::failure(&message, "ConversionFailed"));
             }
         }
@@ -93,29 +97,49 @@ fn describe(object: &Value) -> String {
 }
 
 /// What `webhook_converter.go` rejects: a changed kind, and metadata changes
-/// other than labels and annotations.
-fn check_invariants(input: &Value, output: &Value) -> Result<(), crate::convert::ConvertError> {
-    let err = |message: String| crate::convert::ConvertError {
-        message,
-        rule: None,
-    };
-    if input.get("kind") != output.get("kind") {
-        return Err(err("the conversion changed `kind`".into()));
+/// other than labels and annotations. Taken from the input before it is
+/// converted in place.
+struct Invariants {
+    kind: Option<Value>,
+    metadata: Value,
+}
+
+fn metadata_without_labels(object: &Value) -> Value {
+    match object.get("metadata") {
+        Some(Value::Object(m)) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "labels" && *k != "annotations")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        Some(other) => other.clone(),
+        None => Value::Null,
     }
-    let strip = |v: Option<&Value>| -> Value {
-        let mut m = v.cloned().unwrap_or(Value::Null);
-        if let Value::Object(o) = &mut m {
-            o.shift_remove("labels");
-            o.shift_remove("annotations");
+}
+
+impl Invariants {
+    fn of(input: &Value) -> Self {
+        Invariants {
+            kind: input.get("kind").cloned(),
+            metadata: metadata_without_labels(input),
         }
-        m
-    };
-    if strip(input.get("metadata")) != strip(output.get("metadata")) {
-        return Err(err(
-            "the conversion changed metadata other than labels and annotations".into(),
-        ));
     }
-    Ok(())
+
+    fn check(&self, output: &Value) -> Result<(), crate::convert::ConvertError> {
+        let err = |message: &str| crate::convert::ConvertError {
+            message: message.into(),
+            rule: None,
+        };
+        if self.kind.as_ref() != output.get("kind") {
+            return Err(err("the conversion changed `kind`"));
+        }
+        if self.metadata != metadata_without_labels(output) {
+            return Err(err(
+                "the conversion changed metadata other than labels and annotations",
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

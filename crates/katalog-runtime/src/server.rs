@@ -11,7 +11,7 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
 use katalog_lang::admission::eval::Endpoint;
 use katalog_lang::admission::review::review_admission;
-use katalog_lang::review::review_conversion;
+use katalog_lang::review::review_conversion_owned;
 use serde_json::{Value, json};
 
 use crate::metrics::{
@@ -184,6 +184,35 @@ fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The facts about a ConversionReview the log line and metrics record.
+struct ConversionSummary {
+    uid: String,
+    group: String,
+    kind: String,
+    from: String,
+    mixed: bool,
+    to: String,
+    count: usize,
+}
+
+fn summarize_conversion(review: &Value) -> ConversionSummary {
+    let objects = review.pointer("/request/objects").and_then(Value::as_array);
+    let first = objects.and_then(|o| o.first());
+    let first_version = first.map_or("", |o| str_at(o, "/apiVersion"));
+    let (group, from) = katalog_lang::convert::split_api_version(first_version);
+    ConversionSummary {
+        uid: str_at(review, "/request/uid").to_string(),
+        group: group.to_string(),
+        kind: first.map_or("", |o| str_at(o, "/kind")).to_string(),
+        from: from.to_string(),
+        mixed: objects.is_some_and(|o| o.iter().any(|x| str_at(x, "/apiVersion") != first_version)),
+        to: katalog_lang::convert::split_api_version(str_at(review, "/request/desiredAPIVersion"))
+            .1
+            .to_string(),
+        count: objects.map_or(0, Vec::len),
+    }
+}
+
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
     let started = Instant::now();
     let Some(loaded) = state.current() else {
@@ -210,9 +239,11 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
     let outcome = off_reactor(&state, move || {
         let value: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("failed to read the ConversionReview: {e}"))?;
-        let response = review_conversion(&ir, &value).map_err(|e| e.to_string())?;
+        // What the log and metrics need, kept before the review is consumed.
+        let summary = summarize_conversion(&value);
+        let response = review_conversion_owned(&ir, value).map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
-        Ok::<_, String>((value, response, bytes))
+        Ok::<_, String>((summary, response, bytes))
     })
     .await;
     let (request, response, bytes) = match outcome {
@@ -222,19 +253,16 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         }
         Err(resp) => return resp,
     };
-    let objects = request
-        .pointer("/request/objects")
-        .and_then(Value::as_array);
-    let first = objects.and_then(|o| o.first());
-    let (group, from) =
-        katalog_lang::convert::split_api_version(first.map_or("", |o| str_at(o, "/apiVersion")));
-    let mixed = objects.is_some_and(|o| {
-        o.iter()
-            .any(|x| str_at(x, "/apiVersion") != str_at(first.unwrap_or(x), "/apiVersion"))
-    });
-    let kind = first.map_or("", |o| str_at(o, "/kind"));
-    let to =
-        katalog_lang::convert::split_api_version(str_at(&request, "/request/desiredAPIVersion")).1;
+    let (group, kind, to) = (
+        request.group.as_str(),
+        request.kind.as_str(),
+        request.to.as_str(),
+    );
+    let from = if request.mixed {
+        "mixed"
+    } else {
+        request.from.as_str()
+    };
     let failed = str_at(&response, "/response/result/status") == "Failure";
     let elapsed = started.elapsed();
     let key = ConversionKey {
@@ -247,7 +275,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .get_or_create(&ConversionLabels {
             group: group.into(),
             kind: kind.into(),
-            from: if mixed { "mixed".into() } else { from.into() },
+            from: from.into(),
             to: to.into(),
             result: if failed {
                 "failure".into()
@@ -261,7 +289,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .conversion_duration
         .get_or_create(&key)
         .observe(elapsed.as_secs_f64());
-    let count = objects.map_or(0, Vec::len);
+    let count = request.count;
     state
         .metrics
         .conversion_objects
@@ -274,10 +302,10 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         failed.then_some(message),
     );
     tracing::info!(
-        uid = str_at(&request, "/request/uid"),
+        uid = request.uid.as_str(),
         kind,
         group,
-        from = if mixed { "mixed" } else { from },
+        from,
         to,
         objects = count,
         result = if failed { "Failure" } else { "Success" },
