@@ -320,4 +320,72 @@ mod tests {
         assert_eq!(out["response"]["result"]["status"], "Success");
         assert_eq!(out["response"]["convertedObjects"], json!([]));
     }
+
+    /// Reviews a real kube-apiserver v1.36.3 sent (captured by the ignored
+    /// `capture_apiserver_reviews` test in katalog-runtime's tests/e2e.rs):
+    /// one object each, and an empty `response` stub. Stored at v1, the
+    /// CronTab is converted to v1beta1 for that version's watch cache (as
+    /// read from etcd: managedFields, no resourceVersion); replaced at
+    /// v1beta1, it comes back with the stash and is converted to v1 for
+    /// storage (no managedFields).
+    #[test]
+    fn reviews_captured_from_the_apiserver_round_trip_through_the_stash() {
+        let ir = crontab();
+        let fields_kept = |request: &Value, out: &Value| {
+            // The apiserver refuses any metadata change but labels and annotations.
+            let strip = |m: &Value| {
+                let mut m = m.clone();
+                m.as_object_mut().unwrap().shift_remove("annotations");
+                m
+            };
+            let sent = &request["request"]["objects"][0]["metadata"];
+            assert_eq!(strip(&out["metadata"]), strip(sent));
+            assert!(sent["uid"].is_string());
+            assert_eq!(out["metadata"]["labels"], sent["labels"]);
+        };
+
+        let text = include_str!("testdata/apiserver/conversion-review-v1-to-v1beta1.json");
+        let request: Value = serde_json::from_str(text).unwrap();
+        assert!(
+            request.get("response").is_some(),
+            "the apiserver sends a response stub"
+        );
+        let out = review(&ir, text);
+        assert_eq!(out["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(out["kind"], "ConversionReview");
+        assert_eq!(out["response"]["uid"], request["request"]["uid"]);
+        assert_eq!(out["response"]["result"]["status"], "Success");
+        let objs = out["response"]["convertedObjects"].as_array().unwrap();
+        assert_eq!(objs.len(), 1);
+        let beta = &objs[0];
+        assert_eq!(beta["apiVersion"], "stable.example.com/v1beta1");
+        assert_eq!(beta["kind"], "CronTab");
+        assert_eq!(
+            beta["spec"],
+            json!({"cronSpec": "0 3 * * *", "image": "busybox:1.36"})
+        );
+        assert_eq!(
+            beta["metadata"]["annotations"],
+            json!({"katalog.dev/stash": r#"{"v1":{"spec.timeoutSeconds":600,"spec.concurrencyPolicy":"Forbid"}}"#})
+        );
+        fields_kept(&request, beta);
+
+        let text = include_str!("testdata/apiserver/conversion-review-v1beta1-to-v1.json");
+        let request: Value = serde_json::from_str(text).unwrap();
+        let out = review(&ir, text);
+        assert_eq!(out["response"]["uid"], request["request"]["uid"]);
+        assert_eq!(out["response"]["result"]["status"], "Success");
+        let hub = &out["response"]["convertedObjects"][0];
+        assert_eq!(hub["apiVersion"], "stable.example.com/v1");
+        assert_eq!(
+            hub["spec"],
+            json!({"schedule": "0 4 * * *", "image": "busybox:1.36",
+                   "timeoutSeconds": 600, "concurrencyPolicy": "Forbid"})
+        );
+        assert!(
+            hub["metadata"].get("annotations").is_none(),
+            "the stash is consumed: {hub}"
+        );
+        fields_kept(&request, hub);
+    }
 }

@@ -355,6 +355,74 @@ spec:
         }
     }
 
+    fn platform() -> Ir {
+        let text = include_str!("../../../../katalogs/platform.yaml");
+        crate::compile_sources(&[Source::new("platform.yaml", text)]).expect("platform compiles")
+    }
+
+    /// Reviews a real kube-apiserver v1.36.3 sent under katalogs/platform.yaml
+    /// (captured by the ignored `capture_apiserver_reviews` test in
+    /// katalog-runtime's tests/e2e.rs): a cluster admin creates a Deployment
+    /// of a public image (the mutating webhook's request, after the
+    /// apiserver's defaulting), then declares 0 replicas (the validating
+    /// webhook's request, with the old object).
+    #[test]
+    fn deployment_reviews_captured_from_the_apiserver() {
+        let ir = platform();
+        let create = include_str!("testdata/apiserver/deployment-create-v1.json");
+        let request: Value = serde_json::from_str(create).unwrap();
+        assert_eq!(request["request"]["operation"], "CREATE");
+        assert_eq!(
+            request["request"]["userInfo"]["groups"][0],
+            "system:masters"
+        );
+
+        let out = review_admission_bytes(&ir, create.as_bytes(), Endpoint::Mutate).unwrap();
+        assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(out["kind"], "AdmissionReview");
+        let r = &out["response"];
+        assert_eq!(r["uid"], request["request"]["uid"]);
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["patchType"], "JSONPatch");
+        let patch: Value =
+            serde_json::from_slice(&base64_decode(r["patch"].as_str().unwrap())).unwrap();
+        // Replicas and the pull policy were already set by the apiserver's
+        // defaulting, so only the labels and the pull secret are added.
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "add", "path": "/metadata/labels/app.kubernetes.io~1managed-by", "value": "platform"},
+                {"op": "add", "path": "/metadata/labels/platform.example.com~1policy", "value": "v1"},
+                {"op": "add", "path": "/spec/template/spec/imagePullSecrets", "value": [{"name": "registry-internal"}]}
+            ])
+        );
+        // The public image is allowed: system:masters is exempt.
+        let out = review_admission_bytes(&ir, create.as_bytes(), Endpoint::Validate).unwrap();
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+        assert!(out["response"].get("patch").is_none());
+
+        let update = include_str!("testdata/apiserver/deployment-update-v1.json");
+        let request: Value = serde_json::from_str(update).unwrap();
+        assert_eq!(request["request"]["operation"], "UPDATE");
+        assert_eq!(request["request"]["oldObject"]["spec"]["replicas"], 2);
+        assert_eq!(request["request"]["object"]["spec"]["replicas"], 0);
+        let out = review_admission_bytes(&ir, update.as_bytes(), Endpoint::Validate).unwrap();
+        let r = &out["response"];
+        assert_eq!(r["uid"], request["request"]["uid"]);
+        assert_eq!(r["allowed"], false);
+        assert_eq!(r["status"]["code"], 403);
+        assert_eq!(r["status"]["reason"], "Forbidden");
+        assert_eq!(
+            r["status"]["message"],
+            "denied by katalog: [replicas-minimum] spec.replicas must be at least 1; to stop the \
+             workload, scale it down with kubectl scale --replicas=0 instead of declaring 0"
+        );
+        // Already labelled and given the pull secret: nothing to patch.
+        let out = review_admission_bytes(&ir, update.as_bytes(), Endpoint::Mutate).unwrap();
+        assert_eq!(out["response"]["allowed"], true);
+        assert!(out["response"].get("patch").is_none(), "{out}");
+    }
+
     fn base64_decode(s: &str) -> Vec<u8> {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut out = Vec::new();
