@@ -115,6 +115,9 @@ fn convert_between(
     from: &str,
     to: &str,
 ) -> Result<(), ConvertError> {
+    // Whether the input had the map and it was already empty.
+    let had = |field: &str| matches!(obj.pointer(&format!("/metadata/{field}")), Some(Value::Object(m)) if m.is_empty());
+    let (had_labels, had_annotations) = (had("labels"), had("annotations"));
     let mut stash = StashState::with_original(obj);
     // CEL's `object` is the object as it came in; copied only when needed.
     let uses_cel = |v: &str| {
@@ -144,7 +147,18 @@ fn convert_between(
         };
         ctx.run(rules, dir, obj, &Path::root(), &Path::root())?;
     }
-    stash.write_back(obj)
+    stash.write_back(obj)?;
+    // Label and annotation maps the conversion emptied (a constant label
+    // taken away, say) go, as Kubernetes leaves empty maps out; a map that
+    // came in empty stays.
+    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+        for (field, had) in [("labels", had_labels), ("annotations", had_annotations)] {
+            if !had && matches!(meta.get(field), Some(Value::Object(m)) if m.is_empty()) {
+                meta.shift_remove(field);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A stash decision that depends on the converted object: a value equal to
@@ -196,7 +210,10 @@ impl Ctx<'_> {
         // that what a write created on the way there does not linger on the
         // way back; but never an object the rule's other side also lives in
         // (it is still there), and never for a rule with no other side
-        // (nothing would bring an emptied object back).
+        // (nothing would bring an emptied object back). Every rule that took
+        // something from under an object votes; the object goes only if all
+        // of them agree, once all have taken, so rule order never matters.
+        let mut votes: Vec<(Path, bool)> = Vec::new();
         let inputs: Vec<Vec<Option<Value>>> = rules
             .iter()
             .map(|id| {
@@ -211,11 +228,19 @@ impl Ctx<'_> {
                             .max()
                             .unwrap_or(p.len())
                             .min(p.len().saturating_sub(1));
-                        p.take_keeping(obj, keep)
+                        let taken = p.take_keeping(obj, p.len().saturating_sub(1));
+                        if taken.is_some() {
+                            for depth in 1..p.len() {
+                                let ancestor = Path::from_segments(p.segments()[..depth].to_vec());
+                                votes.push((ancestor, depth <= keep));
+                            }
+                        }
+                        taken
                     })
                     .collect()
             })
             .collect();
+        prune_emptied(obj, votes);
         for ((id, input), parent) in rules.iter().zip(inputs).zip(before) {
             let rule = ir.rule(*id);
             let writes = self
@@ -547,6 +572,26 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
             } if *s == side => out.push((annotation.clone(), section.clone())),
             Op::ForEach { rules, .. } => nested_stashes(ir, rules, side, out),
             _ => {}
+        }
+    }
+}
+
+/// Remove the emptied objects every voter agreed to remove, deepest first.
+fn prune_emptied(obj: &mut Value, mut votes: Vec<(Path, bool)>) {
+    if votes.is_empty() {
+        return;
+    }
+    votes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let mut i = 0;
+    while i < votes.len() {
+        let path = votes[i].0.clone();
+        let mut remove = true;
+        while i < votes.len() && votes[i].0 == path {
+            remove &= !votes[i].1;
+            i += 1;
+        }
+        if remove && matches!(path.get(obj), Some(Value::Object(m)) if m.is_empty()) {
+            path.take_keeping(obj, path.len().saturating_sub(1));
         }
     }
 }
