@@ -83,6 +83,8 @@ pub struct Metrics {
     pub katalog_info: Family<HashLabels, Gauge>,
     pub cert_reloads: Counter,
     pub cert_reload_failures: Counter,
+    /// Reviews being answered right now.
+    pub in_flight: Gauge,
 }
 
 impl Default for Metrics {
@@ -101,6 +103,7 @@ impl Default for Metrics {
             katalog_info: Family::default(),
             cert_reloads: Counter::default(),
             cert_reload_failures: Counter::default(),
+            in_flight: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -162,6 +165,11 @@ impl Default for Metrics {
             "certificate_reload_failures",
             "Serving certificate rotations refused (the previous certificate kept serving)",
             m.cert_reload_failures.clone(),
+        );
+        registry.register(
+            "reviews_in_flight",
+            "Reviews being answered right now",
+            m.in_flight.clone(),
         );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build

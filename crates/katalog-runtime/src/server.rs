@@ -213,8 +213,25 @@ fn summarize_conversion(review: &Value) -> ConversionSummary {
     }
 }
 
+/// Counts a review as in flight for as long as it lives.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn new(state: &State) -> Self {
+        state.metrics.in_flight.inc();
+        InFlight(state.metrics.in_flight.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
     let started = Instant::now();
+    let _in_flight = InFlight::new(&state);
     let Some(loaded) = state.current() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -325,6 +342,7 @@ async fn admission(
     state: web::Data<State>,
 ) -> HttpResponse {
     let started = Instant::now();
+    let _in_flight = InFlight::new(&state);
     let Some(loaded) = state.current() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -594,7 +594,15 @@ fn graceful_shutdown_finishes_requests_in_flight() {
     write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
     raw.write_all(&body[..body.len() / 2]).unwrap();
     raw.flush().unwrap();
-    // Stop while the request is in flight, then finish sending it.
+    // Stop while the request is in flight (the server says so), then finish sending it.
+    let mut probe = h.client();
+    wait_for("the request to be in flight", || {
+        probe
+            .get("/metrics")
+            .unwrap()
+            .text()
+            .contains("katalog_reviews_in_flight 1")
+    });
     let server = h.server.take().unwrap();
     let addr = server.addr;
     let stopper = std::thread::spawn(move || server.stop());
