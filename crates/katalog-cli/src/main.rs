@@ -162,6 +162,20 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
     },
+    /// Register the engine with the cluster: server-side apply of the webhook
+    /// configurations, removal of those no longer declared, and each CRD's
+    /// spec.conversion (refused when its storage version is not the hub).
+    Register(RegisterArgs),
+    /// Delete the webhook configurations `register` manages (CRD conversion
+    /// settings are left: objects stored at other versions need them).
+    Unregister {
+        /// Base name of the configurations.
+        #[arg(long, default_value = "katalog")]
+        name: String,
+        /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
     /// Print intermediate stages.
     Debug {
         #[command(subcommand)]
@@ -215,6 +229,34 @@ struct ServeArgs {
         default_value = "katalog-system"
     )]
     service_namespace: String,
+}
+
+#[derive(clap::Args)]
+struct RegisterArgs {
+    #[arg(long, env = "KATALOG_KATALOG")]
+    katalog: PathBuf,
+    /// Base name of the configurations.
+    #[arg(long, default_value = "katalog")]
+    name: String,
+    /// Reach the engine at this base URL instead of a Service (development).
+    #[arg(long, conflicts_with_all = ["service_name", "service_namespace"])]
+    url: Option<String>,
+    #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
+    service_name: String,
+    #[arg(
+        long,
+        env = "KATALOG_SERVICE_NAMESPACE",
+        default_value = "katalog-system"
+    )]
+    service_namespace: String,
+    #[arg(long, default_value_t = 443)]
+    service_port: i32,
+    /// PEM file of the CA that signed the serving certificate (the caBundle).
+    #[arg(long)]
+    ca_bundle: Option<PathBuf>,
+    /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -473,6 +515,8 @@ fn run(cli: Cli) -> Result<(), Exit> {
             print_values(&manifests(&ir, &reg), output);
             Ok(())
         }
+        Command::Register(args) => register(args),
+        Command::Unregister { name, kubeconfig } => unregister(name, kubeconfig),
         Command::Test {
             paths,
             output,
@@ -495,6 +539,79 @@ fn run(cli: Cli) -> Result<(), Exit> {
             Ok(())
         }
     }
+}
+
+fn cluster_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Exit(format!("error: failed to start the async runtime: {e}"), 2))
+}
+
+/// A kubeconfig that cannot be loaded is a usage error (2); anything the
+/// cluster refuses or fails is 1.
+fn cluster_exit(e: katalog_runtime::cluster::ClusterError) -> Exit {
+    let code = match e {
+        katalog_runtime::cluster::ClusterError::Config(_) => 2,
+        _ => 1,
+    };
+    Exit(format!("error: {e}"), code)
+}
+
+fn print_report(report: &katalog_runtime::cluster::RegisterReport) {
+    for change in &report.changes {
+        outln!("{change}");
+    }
+    if !report.changed() {
+        outln!("nothing changed");
+    }
+}
+
+fn register(args: RegisterArgs) -> Result<(), Exit> {
+    use katalog_runtime::registration::{Registration, Target};
+    let ir = load_ir(&args.katalog)?;
+    let ca_bundle = match &args.ca_bundle {
+        Some(p) => std::fs::read(p)
+            .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+        None => Vec::new(),
+    };
+    let target = match args.url {
+        Some(u) => Target::Url(u),
+        None => Target::Service {
+            namespace: args.service_namespace,
+            name: args.service_name,
+            port: args.service_port,
+        },
+    };
+    let reg = Registration {
+        name: args.name,
+        target,
+        ca_bundle,
+    };
+    let report = cluster_runtime()?.block_on(async {
+        let client = katalog_runtime::cluster::client(args.kubeconfig.as_deref()).await?;
+        katalog_runtime::cluster::register(client, &ir, &reg).await
+    });
+    let report = report.map_err(cluster_exit)?;
+    print_report(&report);
+    Ok(())
+}
+
+fn unregister(name: String, kubeconfig: Option<PathBuf>) -> Result<(), Exit> {
+    use katalog_runtime::registration::{Registration, Target};
+    // Only the name matters to unregistration.
+    let reg = Registration {
+        name,
+        target: Target::Url(String::new()),
+        ca_bundle: Vec::new(),
+    };
+    let report = cluster_runtime()?.block_on(async {
+        let client = katalog_runtime::cluster::client(kubeconfig.as_deref()).await?;
+        katalog_runtime::cluster::unregister(client, &reg).await
+    });
+    let report = report.map_err(cluster_exit)?;
+    print_report(&report);
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> Result<(), Exit> {

@@ -19,6 +19,20 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "register-missing-kubeconfig",
+        args: &[
+            "register",
+            "--katalog",
+            "katalogs/platform.yaml",
+            "--url",
+            "https://127.0.0.1:1",
+            "--kubeconfig",
+            "no/such/kubeconfig",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
         name: "check-ok",
         args: &["check", "katalogs/crontab.yaml", "katalogs/hostport.yaml"],
         stdin: None,

@@ -8,6 +8,7 @@
 //! sockets; the `katalog serve` command only wires flags to it.
 
 pub mod client;
+pub mod cluster;
 pub mod files;
 pub mod metrics;
 pub mod registration;
