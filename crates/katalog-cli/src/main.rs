@@ -229,6 +229,31 @@ struct ServeArgs {
         default_value = "katalog-system"
     )]
     service_namespace: String,
+    /// Keep the cluster registered with the served Katalog (the housekeeper):
+    /// webhook configurations and CRD conversion, restored on drift.
+    #[arg(long, env = "KATALOG_REGISTER")]
+    register: bool,
+    /// Base name of the registered configurations.
+    #[arg(long, env = "KATALOG_REGISTER_NAME", default_value = "katalog")]
+    register_name: String,
+    /// With --register: reach the engine at this base URL instead of the
+    /// Service --service-name.--service-namespace (development).
+    #[arg(long, env = "KATALOG_REGISTER_URL", requires = "register")]
+    register_url: Option<String>,
+    /// With --register: port of the Service.
+    #[arg(long, env = "KATALOG_SERVICE_PORT", default_value_t = 443)]
+    service_port: i32,
+    /// With --register: PEM of the CA that signed the serving certificate
+    /// (default: the development CA when no --tls-cert is given).
+    #[arg(long, env = "KATALOG_CA_BUNDLE", requires = "register")]
+    ca_bundle: Option<PathBuf>,
+    /// With --register: kubeconfig file (default: KUBECONFIG,
+    /// ~/.kube/config, or in-cluster).
+    #[arg(long, requires = "register")]
+    kubeconfig: Option<PathBuf>,
+    /// With --register: full re-registration period, in seconds.
+    #[arg(long, env = "KATALOG_RESYNC", default_value_t = 30.0)]
+    resync: f64,
 }
 
 #[derive(clap::Args)]
@@ -658,7 +683,44 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     if let Some(w) = args.workers {
         config.workers = w;
     }
-    katalog_runtime::server::run(config, move |addr| {
+    let housekeeping = if args.register {
+        use katalog_runtime::registration::{Registration, Target};
+        let ca_path = args.ca_bundle.clone().or_else(|| dev_ca.clone());
+        let ca_bundle = match ca_path {
+            Some(p) => std::fs::read(&p)
+                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+            None => {
+                return Err(Exit(
+                    "error: --register needs --ca-bundle when --tls-cert is given".into(),
+                    2,
+                ));
+            }
+        };
+        let target = match args.register_url.clone() {
+            Some(u) => Target::Url(u),
+            None => Target::Service {
+                namespace: args.service_namespace.clone(),
+                name: args.service_name.clone(),
+                port: args.service_port,
+            },
+        };
+        let reg = Registration {
+            name: args.register_name.clone(),
+            target,
+            ca_bundle,
+        };
+        Some((
+            reg,
+            args.kubeconfig.clone(),
+            seconds(args.resync, "resync")?,
+        ))
+    } else {
+        None
+    };
+    katalog_runtime::server::run(config, move |addr, state| {
+        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync)| {
+            katalog_runtime::housekeeper::spawn_with_kubeconfig(kubeconfig, state, reg, resync)
+        });
         if let Some(ca) = dev_ca {
             let port = addr.port();
             let ca = std::fs::canonicalize(&ca).unwrap_or(ca);
@@ -671,6 +733,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
                 ca.display()
             );
         }
+        housekeeper
     })
     .map_err(|e| Exit(format!("error: {e}"), 1))
 }

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod cluster;
 pub mod files;
+pub mod housekeeper;
 pub mod metrics;
 pub mod registration;
 pub mod reload;

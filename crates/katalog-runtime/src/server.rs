@@ -699,19 +699,20 @@ impl ServerThread {
 }
 
 /// Start and serve until SIGTERM / SIGINT; the entry point of `katalog serve`.
-/// `on_start` is told the bound address once the server listens.
-pub fn run(
+/// `on_start` is told the bound address and the state once the server
+/// listens; what it returns (e.g. a housekeeper handle) is kept until the
+/// server has stopped, then dropped.
+pub fn run<G>(
     config: Config,
-    on_start: impl FnOnce(SocketAddr) + Send + 'static,
+    on_start: impl FnOnce(SocketAddr, Arc<State>) -> G + Send + 'static,
 ) -> Result<(), StartError> {
     actix_web::rt::System::new().block_on(async move {
         let running = start(config).await?;
-        on_start(running.addr);
+        let guard = on_start(running.addr, running.state.clone());
         let addr = running.addr;
-        running
-            .wait()
-            .await
-            .map_err(|source| StartError::Listen { addr, source })?;
+        let waited = running.wait().await;
+        drop(guard);
+        waited.map_err(|source| StartError::Listen { addr, source })?;
         tracing::info!("katalog stopped");
         Ok(())
     })

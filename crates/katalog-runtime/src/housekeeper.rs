@@ -1,0 +1,505 @@
+//! The housekeeper: keeps the cluster registered with the Katalog the server
+//! currently serves. It calls [`cluster::register`] (idempotent: nothing is
+//! written when nothing differs) at start, when the served Katalog changes
+//! (its hash is polled), when a watch sees the engine's webhook
+//! configurations or a converted CRD change (deletions included), and every
+//! `resync` to catch drift a watch missed. Bursts of triggers coalesce into
+//! one reconcile.
+//!
+//! It runs on its own thread with its own current-thread tokio runtime, apart
+//! from the server's actix runtime.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+
+use crate::cluster::{self, RegisterReport};
+use crate::registration::{MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches};
+use crate::state::State;
+
+/// Why a reconcile ran (the first trigger of a coalesced burst).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    Start,
+    /// The served Katalog's hash changed.
+    KatalogChanged,
+    /// A watch event on one of the objects the engine owns.
+    Watch {
+        kind: &'static str,
+        name: String,
+    },
+    /// A watch (re)started: something may have been missed.
+    WatchRestarted {
+        kind: &'static str,
+    },
+    Resync,
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::Start => f.write_str("start"),
+            Trigger::KatalogChanged => f.write_str("katalog changed"),
+            Trigger::Watch { kind, name } => write!(f, "watch {kind} {name}"),
+            Trigger::WatchRestarted { kind } => write!(f, "watch {kind} restarted"),
+            Trigger::Resync => f.write_str("resync"),
+        }
+    }
+}
+
+/// One reconcile.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub trigger: Trigger,
+    /// Hash of the Katalog it registered.
+    pub hash: String,
+    pub at: SystemTime,
+    pub took: Duration,
+    pub result: Result<RegisterReport, String>,
+}
+
+impl Outcome {
+    pub fn changed(&self) -> bool {
+        matches!(&self.result, Ok(r) if r.changed())
+    }
+}
+
+/// What the housekeeper has done so far.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    /// Reconciles run (successful or not).
+    pub reconciles: u64,
+    /// Reconciles that created, updated or deleted something.
+    pub changed: u64,
+    /// Reconciles that failed.
+    pub errors: u64,
+    pub last: Option<Outcome>,
+    /// The last reconcile that changed something.
+    pub last_change: Option<Outcome>,
+}
+
+/// Tuning of the housekeeper; [`Housekeeper::default`] is what [`spawn`] uses.
+#[derive(Clone, Debug)]
+pub struct Housekeeper {
+    /// Full reconcile period (default 30 s).
+    pub resync: Duration,
+    /// Wait after the first trigger of a burst before reconciling (100 ms).
+    pub debounce: Duration,
+    /// How often the served Katalog's hash is checked (200 ms).
+    pub poll: Duration,
+    /// First and longest wait before a failed watch is restarted.
+    pub backoff: (Duration, Duration),
+}
+
+impl Default for Housekeeper {
+    fn default() -> Self {
+        Housekeeper {
+            resync: Duration::from_secs(30),
+            debounce: Duration::from_millis(100),
+            poll: Duration::from_millis(200),
+            backoff: (Duration::from_millis(200), Duration::from_secs(10)),
+        }
+    }
+}
+
+/// A running housekeeper; [`HousekeeperHandle::stop`] ends it.
+pub struct HousekeeperHandle {
+    status: Arc<Mutex<Status>>,
+    stop: watch::Sender<bool>,
+    done: std::sync::mpsc::Receiver<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HousekeeperHandle {
+    /// A copy of what it has done so far.
+    pub fn status(&self) -> Status {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Stops it; waits at most 5 s for the thread to end.
+    pub fn stop(mut self) {
+        self.shutdown(Duration::from_secs(5));
+    }
+
+    fn shutdown(&mut self, bound: Duration) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            match self.done.recv_timeout(bound) {
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = thread.join();
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::warn!("the housekeeper did not stop in time; leaving it");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for HousekeeperHandle {
+    fn drop(&mut self) {
+        self.shutdown(Duration::from_secs(5));
+    }
+}
+
+enum Source {
+    Client(Client),
+    Kubeconfig(Option<PathBuf>),
+}
+
+/// Spawns a housekeeper with the default tuning and the given resync.
+///
+/// The client's request worker runs on the runtime the client was created
+/// on, which must keep running (a multi-thread runtime, or a current-thread
+/// runtime that keeps being driven); otherwise use [`spawn_with_kubeconfig`],
+/// which creates the client on the housekeeper's own runtime.
+pub fn spawn(
+    client: Client,
+    state: Arc<State>,
+    reg: Registration,
+    resync: Duration,
+) -> HousekeeperHandle {
+    Housekeeper {
+        resync,
+        ..Housekeeper::default()
+    }
+    .spawn(client, state, reg)
+}
+
+/// Spawns a housekeeper whose client is made from the kubeconfig at `path`
+/// (or inferred as kubectl does) on the housekeeper's own runtime.
+pub fn spawn_with_kubeconfig(
+    kubeconfig: Option<PathBuf>,
+    state: Arc<State>,
+    reg: Registration,
+    resync: Duration,
+) -> HousekeeperHandle {
+    Housekeeper {
+        resync,
+        ..Housekeeper::default()
+    }
+    .spawn_source(Source::Kubeconfig(kubeconfig), state, reg)
+}
+
+impl Housekeeper {
+    /// See [`spawn`].
+    pub fn spawn(self, client: Client, state: Arc<State>, reg: Registration) -> HousekeeperHandle {
+        self.spawn_source(Source::Client(client), state, reg)
+    }
+
+    /// See [`spawn_with_kubeconfig`].
+    pub fn spawn_with_kubeconfig(
+        self,
+        kubeconfig: Option<PathBuf>,
+        state: Arc<State>,
+        reg: Registration,
+    ) -> HousekeeperHandle {
+        self.spawn_source(Source::Kubeconfig(kubeconfig), state, reg)
+    }
+
+    fn spawn_source(
+        self,
+        source: Source,
+        state: Arc<State>,
+        reg: Registration,
+    ) -> HousekeeperHandle {
+        let status = Arc::new(Mutex::new(Status::default()));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let shared = status.clone();
+        let thread = std::thread::Builder::new()
+            .name("katalog-housekeeper".into())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(self.run(source, state, reg, shared, stop_rx)),
+                    Err(e) => tracing::warn!(error = %e, "the housekeeper runtime did not start"),
+                }
+                let _ = done_tx.send(());
+            })
+            .ok();
+        if thread.is_none() {
+            tracing::warn!("the housekeeper thread did not start");
+        }
+        HousekeeperHandle {
+            status,
+            stop: stop_tx,
+            done: done_rx,
+            thread,
+        }
+    }
+
+    async fn run(
+        self,
+        source: Source,
+        state: Arc<State>,
+        reg: Registration,
+        status: Arc<Mutex<Status>>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let client = match source {
+            Source::Client(c) => c,
+            Source::Kubeconfig(path) => loop {
+                match cluster::client(path.as_deref()).await {
+                    Ok(c) => break c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "housekeeper: no Kubernetes client; retrying");
+                        tokio::select! {
+                            _ = stop.changed() => return,
+                            _ = tokio::time::sleep(self.backoff.1) => {}
+                        }
+                    }
+                }
+            },
+        };
+
+        let crds: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
+        let selector = format!("{MANAGED_BY_LABEL}={MANAGER}");
+        let own: Arc<BTreeSet<String>> = Arc::new(
+            [
+                format!("{}-validating", reg.name),
+                format!("{}-mutating", reg.name),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let watches = vec![
+            tokio::spawn(watch_loop(
+                Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+                "ValidatingWebhookConfiguration",
+                Some(selector.clone()),
+                {
+                    let own = own.clone();
+                    move |name: &str| own.contains(name)
+                },
+                tx.clone(),
+                self.backoff,
+            )),
+            tokio::spawn(watch_loop(
+                Api::<MutatingWebhookConfiguration>::all(client.clone()),
+                "MutatingWebhookConfiguration",
+                Some(selector),
+                move |name: &str| own.contains(name),
+                tx.clone(),
+                self.backoff,
+            )),
+            tokio::spawn(watch_loop(
+                Api::<CustomResourceDefinition>::all(client.clone()),
+                "CustomResourceDefinition",
+                None,
+                {
+                    let crds = crds.clone();
+                    move |name: &str| crds.lock().map(|c| c.contains(name)).unwrap_or(true)
+                },
+                tx.clone(),
+                self.backoff,
+            )),
+        ];
+        drop(tx);
+
+        let mut pending = Some(Trigger::Start);
+        let mut served: Option<String> = None;
+        let mut poll = tokio::time::interval(self.poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let resync = self.resync.max(Duration::from_millis(100));
+        let mut resync_tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + resync, resync);
+        resync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+        'outer: loop {
+            if let Some(trigger) = pending.take() {
+                if let Some(loaded) = state.current() {
+                    served = Some(loaded.hash.clone());
+                    if let Ok(mut c) = crds.lock() {
+                        *c = crd_conversion_patches(&loaded.ir, &reg)
+                            .into_iter()
+                            .map(|(name, _)| name)
+                            .collect();
+                    }
+                    let started = Instant::now();
+                    let result = tokio::select! {
+                        _ = stop.changed() => break 'outer,
+                        r = cluster::register(client.clone(), &loaded.ir, &reg) => r,
+                    };
+                    let outcome = Outcome {
+                        trigger,
+                        hash: loaded.hash.clone(),
+                        at: SystemTime::now(),
+                        took: started.elapsed(),
+                        result: result.map_err(|e| e.to_string()),
+                    };
+                    record(&status, outcome);
+                }
+                resync_tick.reset();
+            }
+            tokio::select! {
+                _ = stop.changed() => break,
+                t = rx.recv() => {
+                    let Some(t) = t else { break };
+                    tokio::select! {
+                        _ = stop.changed() => break,
+                        _ = tokio::time::sleep(self.debounce) => {}
+                    }
+                    while rx.try_recv().is_ok() {}
+                    pending = Some(t);
+                }
+                _ = poll.tick() => {
+                    let now = state.current().map(|l| l.hash.clone());
+                    if now.is_some() && now != served {
+                        pending = Some(Trigger::KatalogChanged);
+                    }
+                }
+                _ = resync_tick.tick() => pending = Some(Trigger::Resync),
+            }
+        }
+        for w in watches {
+            w.abort();
+        }
+    }
+}
+
+fn record(status: &Mutex<Status>, outcome: Outcome) {
+    match &outcome.result {
+        Ok(report) if report.changed() => {
+            let what: Vec<String> = report
+                .changes
+                .iter()
+                .filter(|c| c.action != cluster::Action::Unchanged)
+                .map(ToString::to_string)
+                .collect();
+            tracing::info!(
+                trigger = %outcome.trigger,
+                hash = %outcome.hash,
+                took_ms = outcome.took.as_millis() as u64,
+                changes = %what.join("; "),
+                "housekeeper reconciled the registration"
+            );
+        }
+        Ok(_) => tracing::debug!(trigger = %outcome.trigger, "housekeeper: registration unchanged"),
+        Err(e) => tracing::warn!(
+            trigger = %outcome.trigger,
+            error = %e,
+            "housekeeper: registration failed; retrying on the next trigger"
+        ),
+    }
+    if let Ok(mut s) = status.lock() {
+        s.reconciles += 1;
+        match &outcome.result {
+            Ok(r) if r.changed() => {
+                s.changed += 1;
+                s.last_change = Some(outcome.clone());
+            }
+            Ok(_) => {}
+            Err(_) => s.errors += 1,
+        }
+        s.last = Some(outcome);
+    }
+}
+
+/// Watches `api` (optionally by label selector) forever, sending a trigger
+/// for each event on an object `relevant` accepts, and one each time the
+/// watch has to be restarted after an error (events may have been missed).
+async fn watch_loop<K>(
+    api: Api<K>,
+    kind: &'static str,
+    labels: Option<String>,
+    relevant: impl Fn(&str) -> bool,
+    tx: mpsc::UnboundedSender<Trigger>,
+    (first, longest): (Duration, Duration),
+) where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
+{
+    let mut backoff = first;
+    let mut version: Option<String> = None;
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        let rv = match &version {
+            Some(v) => v.clone(),
+            None => {
+                let mut lp = ListParams::default().limit(1);
+                if let Some(l) = &labels {
+                    lp = lp.labels(l);
+                }
+                match api.list_metadata(&lp).await {
+                    Ok(list) => list.metadata.resource_version.unwrap_or_default(),
+                    Err(e) => {
+                        tracing::warn!(kind, error = %e, "housekeeper: list failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(longest);
+                        continue;
+                    }
+                }
+            }
+        };
+        let mut wp = WatchParams::default().timeout(290);
+        if let Some(l) = &labels {
+            wp = wp.labels(l);
+        }
+        let stream = match api.watch(&wp, &rv).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(kind, error = %e, "housekeeper: watch failed; retrying");
+                version = None;
+                let _ = tx.send(Trigger::WatchRestarted { kind });
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(longest);
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        let mut failed = false;
+        while let Some(event) = stream.next().await {
+            let object = match event {
+                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => o,
+                Ok(WatchEvent::Bookmark(b)) => {
+                    version = Some(b.metadata.resource_version);
+                    continue;
+                }
+                Ok(WatchEvent::Error(status)) => {
+                    tracing::debug!(kind, code = status.code, message = %status.message, "housekeeper: watch error");
+                    failed = true;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(kind, error = %e, "housekeeper: watch stream failed");
+                    failed = true;
+                    break;
+                }
+            };
+            backoff = first;
+            let meta = object.meta();
+            if let Some(v) = &meta.resource_version {
+                version = Some(v.clone());
+            }
+            let name = meta.name.clone().unwrap_or_default();
+            if relevant(&name) && tx.send(Trigger::Watch { kind, name }).is_err() {
+                return;
+            }
+        }
+        if failed {
+            // Start again from a fresh list; reconcile in case an event was
+            // missed meanwhile.
+            version = None;
+            let _ = tx.send(Trigger::WatchRestarted { kind });
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(longest);
+        }
+    }
+}

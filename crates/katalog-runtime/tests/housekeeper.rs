@@ -1,0 +1,302 @@
+//! `katalog_runtime::housekeeper` against a real kube-apiserver and etcd
+//! (katalog-testenv): it registers the served Katalog at start, restores
+//! what is deleted or drifts (through its watches: the resync is 30 s), does
+//! not loop on its own writes, and follows a Katalog reload. The apiserver
+//! reaches the katalog server on 127.0.0.1 through `clientConfig.url` only.
+//!
+//! `cargo test -p katalog-runtime --test housekeeper -- --nocapture` prints
+//! the restore latencies.
+
+#[allow(dead_code)]
+#[path = "e2e/support.rs"]
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use katalog_runtime::cluster;
+use katalog_runtime::housekeeper::{self, HousekeeperHandle, Trigger};
+use katalog_runtime::{Config, ServerThread};
+use kube::Api;
+use support::*;
+
+const NAME: &str = "katalog";
+const VALIDATING: &str = "katalog-validating";
+const MUTATING: &str = "katalog-mutating";
+const CRD: &str = "crontabs.stable.example.com";
+/// How long a restore may take before the test fails (the target is 2 s).
+const RESTORE: Duration = Duration::from_secs(10);
+
+const ADMISSION: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata:
+  name: crontab-admission
+spec:
+  admission:
+    validations:
+      - name: crontab-registry
+        resources: [stable.example.com/v1/crontabs]
+        path: spec.image
+        check: { prefix: registry.example.com/ }
+        message: crontab images come from registry.example.com
+    mutations:
+      - name: crontab-timeout
+        resources: [stable.example.com/v1/crontabs]
+        default: { path: spec.timeoutSeconds, value: 30 }
+"#;
+
+struct Clients {
+    rt: tokio::runtime::Runtime,
+    validating: Api<ValidatingWebhookConfiguration>,
+    mutating: Api<MutatingWebhookConfiguration>,
+    crds: Api<CustomResourceDefinition>,
+}
+
+impl Clients {
+    fn new(kubeconfig: &Path) -> Clients {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let client = rt
+            .block_on(cluster::client(Some(kubeconfig)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Clients {
+            validating: Api::all(client.clone()),
+            mutating: Api::all(client.clone()),
+            crds: Api::all(client),
+            rt,
+        }
+    }
+
+    fn validating(&self) -> Option<ValidatingWebhookConfiguration> {
+        self.rt
+            .block_on(self.validating.get_opt(VALIDATING))
+            .expect("GET the validating configuration")
+    }
+
+    fn mutating(&self) -> Option<MutatingWebhookConfiguration> {
+        self.rt
+            .block_on(self.mutating.get_opt(MUTATING))
+            .expect("GET the mutating configuration")
+    }
+
+    fn crd(&self) -> CustomResourceDefinition {
+        self.rt.block_on(self.crds.get(CRD)).expect("GET the CRD")
+    }
+
+    fn strategy(&self) -> String {
+        self.crd()
+            .spec
+            .conversion
+            .map(|c| c.strategy)
+            .unwrap_or_default()
+    }
+
+    /// resourceVersions of the three objects the housekeeper owns.
+    fn versions(&self) -> [Option<String>; 3] {
+        [
+            self.validating().and_then(|v| v.metadata.resource_version),
+            self.mutating().and_then(|m| m.metadata.resource_version),
+            self.crd().metadata.resource_version,
+        ]
+    }
+}
+
+/// Polls `done` every 50 ms, at most `RESTORE`; how long it took.
+#[track_caller]
+fn restored(what: &str, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    for _ in 0..1000 {
+        if done() {
+            return started.elapsed();
+        }
+        if started.elapsed() >= RESTORE {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: not restored after {}", secs(started.elapsed()));
+}
+
+fn ca_bundle_present(v: &ValidatingWebhookConfiguration) -> bool {
+    v.webhooks
+        .as_ref()
+        .and_then(|w| w.first())
+        .is_some_and(|w| w.client_config.ca_bundle.is_some())
+}
+
+/// Waits until no reconcile has run for `quiet`.
+fn settle(hk: &HousekeeperHandle, quiet: Duration) {
+    let started = Instant::now();
+    let mut last = hk.status().reconciles;
+    let mut since = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = hk.status().reconciles;
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
+            return;
+        }
+    }
+    panic!("the housekeeper did not settle: {:?}", hk.status());
+}
+
+#[test]
+fn housekeeper_restores_and_follows_the_katalog() {
+    let t = "housekeeper";
+    let env = start_env(t);
+    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+
+    let katalog = Scratch::new("housekeeper-katalog");
+    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+    std::fs::write(katalog.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+    std::fs::write(katalog.path("admission.yaml"), ADMISSION).expect("writing admission.yaml");
+
+    let tls = Scratch::new("housekeeper-tls");
+    let (cert, key) = ca().issue(&[]).expect("a serving certificate");
+    std::fs::write(tls.path("tls.crt"), cert).expect("writing tls.crt");
+    std::fs::write(tls.path("tls.key"), key).expect("writing tls.key");
+    let mut config = Config::new(katalog.path(""), tls.path("tls.crt"), tls.path("tls.key"));
+    config.listen = "127.0.0.1:0".parse().expect("an address");
+    config.workers = 2;
+    let server = ServerThread::spawn(config).expect("the katalog server starts");
+    let first = server
+        .state
+        .current()
+        .unwrap_or_else(|| panic!("the Katalog did not load: {:?}", server.state.last_error()));
+    assert!(!first.ir.admission.mutations.is_empty());
+    let url = format!("https://{}", server.addr);
+    let reg = registration(NAME, &url);
+
+    let kubeconfig = env.kubeconfig();
+    let kube = Clients::new(&kubeconfig);
+
+    // (a) Everything is registered at start.
+    let started = Instant::now();
+    let hk = housekeeper::spawn_with_kubeconfig(
+        Some(kubeconfig.clone()),
+        server.state.clone(),
+        reg,
+        Duration::from_secs(30),
+    );
+    let took = restored("the first registration", || {
+        kube.validating().is_some() && kube.mutating().is_some() && kube.strategy() == "Webhook"
+    });
+    eprintln!("[{t}] (a) registered at start in {}", secs(took));
+    let status = hk.status();
+    let first_outcome = status
+        .last_change
+        .clone()
+        .expect("a reconcile that changed something");
+    assert_eq!(first_outcome.trigger, Trigger::Start);
+    assert!(first_outcome.result.is_ok(), "{first_outcome:?}");
+    assert_eq!(status.errors, 0, "{status:?}");
+    settle(&hk, Duration::from_millis(500));
+    eprintln!(
+        "[{t}] start: {} reconcile(s) in {}",
+        hk.status().reconciles,
+        secs(started.elapsed())
+    );
+
+    // (b) A deleted configuration comes back.
+    let uid = kube.validating().and_then(|v| v.metadata.uid);
+    ok(env.kubectl(["delete", "validatingwebhookconfiguration", VALIDATING]));
+    let b = restored("the deleted validating configuration", || {
+        kube.validating()
+            .is_some_and(|v| v.metadata.uid != uid && ca_bundle_present(&v))
+    });
+    eprintln!("[{t}] (b) deleted configuration restored in {}", secs(b));
+    settle(&hk, Duration::from_millis(500));
+
+    // (c) A stripped caBundle comes back.
+    ok(env.kubectl([
+        "patch",
+        "validatingwebhookconfiguration",
+        VALIDATING,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/webhooks/0/clientConfig/caBundle"}]"#,
+    ]));
+    let c = restored("the stripped caBundle", || {
+        kube.validating().is_some_and(|v| ca_bundle_present(&v))
+    });
+    eprintln!("[{t}] (c) stripped caBundle restored in {}", secs(c));
+    settle(&hk, Duration::from_millis(500));
+
+    // (d) A CRD whose conversion was turned off is pointed back at /convert.
+    ok(env.kubectl([
+        "patch",
+        "crd",
+        CRD,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
+    ]));
+    let d = restored("the CRD conversion", || kube.strategy() == "Webhook");
+    eprintln!("[{t}] (d) CRD conversion restored in {}", secs(d));
+    settle(&hk, Duration::from_millis(1000));
+
+    // (e) No loop: with no external change, nothing is written.
+    let before = hk.status();
+    let versions = kube.versions();
+    std::thread::sleep(Duration::from_secs(2));
+    let after = hk.status();
+    eprintln!(
+        "[{t}] (e) over 2s without external change: {} reconcile(s), {} that changed something",
+        after.reconciles - before.reconciles,
+        after.changed - before.changed
+    );
+    assert_eq!(after.changed, before.changed, "{after:?}");
+    assert!(after.reconciles - before.reconciles <= 1, "{after:?}");
+    assert_eq!(kube.versions(), versions);
+    assert_eq!(after.errors, 0, "{after:?}");
+    // Its own writes were followed by reconciles that changed nothing.
+    let last = after.last.expect("a last reconcile");
+    assert!(!last.changed(), "{last:?}");
+
+    // (f) A reload without the mutations: the mutating configuration goes.
+    let without = ADMISSION
+        .split("    mutations:")
+        .next()
+        .expect("the validations");
+    std::fs::write(katalog.path("admission.yaml"), without).expect("rewriting admission.yaml");
+    let f = restored("the reload without mutations", || kube.mutating().is_none());
+    eprintln!(
+        "[{t}] (f) mutating configuration deleted {} after the rewrite",
+        secs(f)
+    );
+    let status = hk.status();
+    let change = status.last_change.expect("the deletion");
+    assert_eq!(change.trigger, Trigger::KatalogChanged, "{change:?}");
+    assert_eq!(
+        change
+            .result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.action(cluster::Kind::MutatingWebhookConfiguration, MUTATING)),
+        Some(cluster::Action::Deleted),
+        "{change:?}"
+    );
+    assert!(kube.validating().is_some());
+    assert_eq!(kube.strategy(), "Webhook");
+    settle(&hk, Duration::from_millis(500));
+    assert_eq!(hk.status().errors, 0, "{:?}", hk.status());
+
+    let stopping = Instant::now();
+    hk.stop();
+    eprintln!("[{t}] stopped in {}", secs(stopping.elapsed()));
+    server.stop();
+    for (what, d) in [("delete", b), ("caBundle", c), ("CRD conversion", d)] {
+        assert!(d < Duration::from_secs(2), "{what} restored in {}", secs(d));
+    }
+}
