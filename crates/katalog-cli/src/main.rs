@@ -176,6 +176,26 @@ enum Command {
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
     },
+    /// After a storage-version change, rewrite every object of a CRD at the
+    /// new storage version, then prune status.storedVersions to it (refused
+    /// when any object failed to be rewritten).
+    MigrateStorage {
+        /// The CRD's name (<plural>.<group>).
+        #[arg(long)]
+        crd: String,
+        /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Objects per list page.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+        page_size: u32,
+        /// Objects rewritten per second at most.
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+        /// Resume from the continue token a previous run printed.
+        #[arg(long)]
+        resume_from: Option<String>,
+    },
     /// Print intermediate stages.
     Debug {
         #[command(subcommand)]
@@ -542,6 +562,13 @@ fn run(cli: Cli) -> Result<(), Exit> {
         }
         Command::Register(args) => register(args),
         Command::Unregister { name, kubeconfig } => unregister(name, kubeconfig),
+        Command::MigrateStorage {
+            crd,
+            kubeconfig,
+            page_size,
+            rate,
+            resume_from,
+        } => migrate_storage(crd, kubeconfig, page_size, rate, resume_from),
         Command::Test {
             paths,
             output,
@@ -637,6 +664,47 @@ fn unregister(name: String, kubeconfig: Option<PathBuf>) -> Result<(), Exit> {
     let report = report.map_err(cluster_exit)?;
     print_report(&report);
     Ok(())
+}
+
+fn migrate_storage(
+    crd: String,
+    kubeconfig: Option<PathBuf>,
+    page_size: u32,
+    rate: f64,
+    resume_from: Option<String>,
+) -> Result<(), Exit> {
+    use katalog_runtime::migrate::{MigrateError, MigrateOptions, migrate_storage};
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(Exit(
+            "error: --rate must be a positive number of objects per second".into(),
+            2,
+        ));
+    }
+    let opts = MigrateOptions {
+        page_size,
+        rate,
+        resume_from,
+        ..MigrateOptions::new(crd)
+    };
+    let rt = cluster_runtime()?;
+    let client = rt
+        .block_on(katalog_runtime::cluster::client(kubeconfig.as_deref()))
+        .map_err(cluster_exit)?;
+    let result = rt.block_on(migrate_storage(client, &opts, |p| eprintln!("{p}")));
+    match result {
+        Ok(report) => {
+            outln!("{report}");
+            Ok(())
+        }
+        Err(MigrateError::Incomplete { report }) => {
+            outln!("{report}");
+            Err(Exit(
+                format!("error: {}", MigrateError::Incomplete { report }),
+                1,
+            ))
+        }
+        Err(e) => Err(Exit(format!("error: {e}"), 1)),
+    }
 }
 
 fn serve(args: ServeArgs) -> Result<(), Exit> {

@@ -29,6 +29,9 @@ use crate::cluster::{self, RegisterReport};
 use crate::registration::{MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches};
 use crate::state::State;
 
+/// How long the unregistration of `cleanupOnShutdown` may take at stop.
+const CLEANUP_BOUND: Duration = Duration::from_secs(3);
+
 /// Why a reconcile ran (the first trigger of a coalesced burst).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -369,6 +372,24 @@ impl Housekeeper {
         }
         for w in watches {
             w.abort();
+        }
+        // A graceful stop of a Katalog with `security.cleanupOnShutdown`:
+        // remove the webhook configurations, bounded so the stop (which
+        // waits 5 s) is not held up.
+        let cleanup = state
+            .current()
+            .is_some_and(|l| l.ir.admission.security.cleanup_on_shutdown);
+        if cleanup && *stop.borrow() {
+            match tokio::time::timeout(CLEANUP_BOUND, cluster::unregister(client, &reg)).await {
+                Ok(Ok(report)) => tracing::info!(
+                    deleted = report.changes.len(),
+                    "cleanupOnShutdown: removed the webhook configurations"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cleanupOnShutdown: unregistration failed")
+                }
+                Err(_) => tracing::warn!("cleanupOnShutdown: unregistration timed out"),
+            }
         }
     }
 }
