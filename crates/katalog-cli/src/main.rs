@@ -274,6 +274,10 @@ struct ServeArgs {
     /// With --register: full re-registration period, in seconds.
     #[arg(long, env = "KATALOG_RESYNC", default_value_t = 30.0)]
     resync: f64,
+    /// With --register: elect a leader through a Lease in this namespace, so
+    /// that only one replica reconciles (default: no election).
+    #[arg(long, env = "KATALOG_LEADER_ELECTION_NAMESPACE", requires = "register")]
+    leader_election_namespace: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -781,13 +785,24 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             reg,
             args.kubeconfig.clone(),
             seconds(args.resync, "resync")?,
+            args.leader_election_namespace.clone(),
         ))
     } else {
         None
     };
     katalog_runtime::server::run(config, move |addr, state| {
-        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync)| {
-            katalog_runtime::housekeeper::spawn_with_kubeconfig(kubeconfig, state, reg, resync)
+        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync, lease_namespace)| {
+            katalog_runtime::housekeeper::Housekeeper {
+                resync,
+                leader_election: lease_namespace.map(|namespace| {
+                    katalog_runtime::leader::LeaderElection {
+                        namespace,
+                        ..Default::default()
+                    }
+                }),
+                ..Default::default()
+            }
+            .spawn_with_kubeconfig(kubeconfig, state, reg)
         });
         if let Some(ca) = dev_ca {
             let port = addr.port();

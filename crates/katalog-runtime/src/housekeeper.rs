@@ -8,6 +8,10 @@
 //!
 //! It runs on its own thread with its own current-thread tokio runtime, apart
 //! from the server's actix runtime.
+//!
+//! With [`Housekeeper::leader_election`] set, only the holder of the Lease
+//! `<registration name>-leader` reconciles (see [`crate::leader`]); the
+//! others keep trying to acquire it every renew period.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -26,11 +30,14 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{self, RegisterReport};
+use crate::leader::{Elector, LeaderElection};
 use crate::registration::{MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches};
 use crate::state::State;
 
 /// How long the unregistration of `cleanupOnShutdown` may take at stop.
 const CLEANUP_BOUND: Duration = Duration::from_secs(3);
+/// How long the release of the leader lease may take at stop.
+const RELEASE_BOUND: Duration = Duration::from_secs(1);
 
 /// Why a reconcile ran (the first trigger of a coalesced burst).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +55,8 @@ pub enum Trigger {
         kind: &'static str,
     },
     Resync,
+    /// This housekeeper became the leader.
+    Elected,
 }
 
 impl fmt::Display for Trigger {
@@ -58,6 +67,7 @@ impl fmt::Display for Trigger {
             Trigger::Watch { kind, name } => write!(f, "watch {kind} {name}"),
             Trigger::WatchRestarted { kind } => write!(f, "watch {kind} restarted"),
             Trigger::Resync => f.write_str("resync"),
+            Trigger::Elected => f.write_str("elected leader"),
         }
     }
 }
@@ -91,6 +101,18 @@ pub struct Status {
     pub last: Option<Outcome>,
     /// The last reconcile that changed something.
     pub last_change: Option<Outcome>,
+    /// Whether it may reconcile: it holds the lease, or leader election is
+    /// off (then it is true once it runs).
+    pub leader: bool,
+    /// Its leader election identity, when leader election is on.
+    pub identity: Option<String>,
+}
+
+impl Status {
+    /// See [`Status::leader`].
+    pub fn is_leader(&self) -> bool {
+        self.leader
+    }
 }
 
 /// Tuning of the housekeeper; [`Housekeeper::default`] is what [`spawn`] uses.
@@ -104,6 +126,8 @@ pub struct Housekeeper {
     pub poll: Duration,
     /// First and longest wait before a failed watch is restarted.
     pub backoff: (Duration, Duration),
+    /// Lease-based leader election (default off: it always reconciles).
+    pub leader_election: Option<LeaderElection>,
 }
 
 impl Default for Housekeeper {
@@ -113,6 +137,7 @@ impl Default for Housekeeper {
             debounce: Duration::from_millis(100),
             poll: Duration::from_millis(200),
             backoff: (Duration::from_millis(200), Duration::from_secs(10)),
+            leader_election: None,
         }
     }
 }
@@ -270,6 +295,29 @@ impl Housekeeper {
             },
         };
 
+        let mut elector = self
+            .leader_election
+            .as_ref()
+            .map(|config| Elector::new(client.clone(), config, &format!("{}-leader", reg.name)));
+        let renew = self
+            .leader_election
+            .as_ref()
+            .map_or(Duration::from_secs(3600), LeaderElection::renew_period);
+        if let Some(e) = &mut elector {
+            if let Ok(mut s) = status.lock() {
+                s.identity = Some(e.identity().to_string());
+            }
+            tokio::select! {
+                _ = stop.changed() => return,
+                r = e.try_acquire_or_renew() => if let Err(err) = r {
+                    tracing::warn!(error = %err, "housekeeper: leader election failed; retrying");
+                },
+            }
+        }
+        set_leader(&status, elector.as_ref());
+        let mut lease_tick = tokio::time::interval_at(tokio::time::Instant::now() + renew, renew);
+        lease_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
         let crds: Arc<Mutex<BTreeSet<String>>> = Arc::default();
         let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
         let selector = format!("{MANAGED_BY_LABEL}={MANAGER}");
@@ -326,7 +374,10 @@ impl Housekeeper {
 
         'outer: loop {
             if let Some(trigger) = pending.take() {
-                if let Some(loaded) = state.current() {
+                let leading = elector.as_ref().is_none_or(Elector::is_leader);
+                if !leading {
+                    tracing::debug!(%trigger, "housekeeper: not the leader; not reconciling");
+                } else if let Some(loaded) = state.current() {
                     served = Some(loaded.hash.clone());
                     if let Ok(mut c) = crds.lock() {
                         *c = crd_conversion_patches(&loaded.ir, &reg)
@@ -368,6 +419,25 @@ impl Housekeeper {
                     }
                 }
                 _ = resync_tick.tick() => pending = Some(Trigger::Resync),
+                _ = lease_tick.tick() => {
+                    if let Some(e) = &mut elector {
+                        let was = e.is_leader();
+                        tokio::select! {
+                            _ = stop.changed() => break,
+                            r = e.try_acquire_or_renew() => if let Err(err) = r {
+                                tracing::warn!(error = %err, "housekeeper: leader election failed; retrying");
+                            },
+                        }
+                        let now = e.is_leader();
+                        if now && !was {
+                            tracing::info!(identity = e.identity(), "housekeeper: became the leader");
+                            pending = Some(Trigger::Elected);
+                        } else if was && !now {
+                            tracing::warn!(identity = e.identity(), "housekeeper: lost the leadership");
+                        }
+                        set_leader(&status, Some(e));
+                    }
+                }
             }
         }
         for w in watches {
@@ -376,9 +446,12 @@ impl Housekeeper {
         // A graceful stop of a Katalog with `security.cleanupOnShutdown`:
         // remove the webhook configurations, bounded so the stop (which
         // waits 5 s) is not held up.
-        let cleanup = state
-            .current()
-            .is_some_and(|l| l.ir.admission.security.cleanup_on_shutdown);
+        // Only the leader cleans up: the others do not own the registration.
+        let leading = elector.as_ref().is_none_or(Elector::is_leader);
+        let cleanup = leading
+            && state
+                .current()
+                .is_some_and(|l| l.ir.admission.security.cleanup_on_shutdown);
         if cleanup && *stop.borrow() {
             match tokio::time::timeout(CLEANUP_BOUND, cluster::unregister(client, &reg)).await {
                 Ok(Ok(report)) => tracing::info!(
@@ -391,6 +464,26 @@ impl Housekeeper {
                 Err(_) => tracing::warn!("cleanupOnShutdown: unregistration timed out"),
             }
         }
+        // Hand the lease over at once instead of letting it expire.
+        if let Some(mut e) = elector {
+            let was = e.is_leader();
+            if was {
+                match tokio::time::timeout(RELEASE_BOUND, e.release()).await {
+                    Ok(Ok(())) => tracing::info!("housekeeper: released the leadership"),
+                    Ok(Err(err)) => {
+                        tracing::warn!(error = %err, "housekeeper: lease release failed")
+                    }
+                    Err(_) => tracing::warn!("housekeeper: lease release timed out"),
+                }
+            }
+            set_leader(&status, Some(&e));
+        }
+    }
+}
+
+fn set_leader(status: &Mutex<Status>, elector: Option<&Elector>) {
+    if let Ok(mut s) = status.lock() {
+        s.leader = elector.is_none_or(Elector::is_leader);
     }
 }
 

@@ -11,6 +11,7 @@ pub mod client;
 pub mod cluster;
 pub mod files;
 pub mod housekeeper;
+pub mod leader;
 pub mod metrics;
 pub mod migrate;
 pub mod registration;
