@@ -21,6 +21,7 @@
 
 #[path = "e2e/recorder.rs"]
 mod recorder;
+#[allow(dead_code)] // the other test files use other parts of it
 #[path = "e2e/support.rs"]
 mod support;
 

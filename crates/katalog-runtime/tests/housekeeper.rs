@@ -20,7 +20,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper::{self, HousekeeperHandle, Trigger};
-use katalog_runtime::{Config, ServerThread};
 use kube::Api;
 use support::*;
 
@@ -155,23 +154,8 @@ fn housekeeper_restores_and_follows_the_katalog() {
     let env = start_env(t);
     apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
 
-    let katalog = Scratch::new("housekeeper-katalog");
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
-    std::fs::write(katalog.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
-    std::fs::write(katalog.path("admission.yaml"), ADMISSION).expect("writing admission.yaml");
-
-    let tls = Scratch::new("housekeeper-tls");
-    let (cert, key) = ca().issue(&[]).expect("a serving certificate");
-    std::fs::write(tls.path("tls.crt"), cert).expect("writing tls.crt");
-    std::fs::write(tls.path("tls.key"), key).expect("writing tls.key");
-    let mut config = Config::new(katalog.path(""), tls.path("tls.crt"), tls.path("tls.key"));
-    config.listen = "127.0.0.1:0".parse().expect("an address");
-    config.workers = 2;
-    let server = ServerThread::spawn(config).expect("the katalog server starts");
-    let first = server
-        .state
-        .current()
-        .unwrap_or_else(|| panic!("the Katalog did not load: {:?}", server.state.last_error()));
+    let (katalog, server) = Katalog::crontab_with("housekeeper-katalog", ADMISSION);
+    let first = server.state.current().expect("the Katalog loaded");
     assert!(!first.ir.admission.mutations.is_empty());
     let url = format!("https://{}", server.addr);
     let reg = registration(NAME, &url);
@@ -295,7 +279,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
     let stopping = Instant::now();
     hk.stop();
     eprintln!("[{t}] stopped in {}", secs(stopping.elapsed()));
-    server.stop();
+    drop(server);
     for (what, d) in [("delete", b), ("caBundle", c), ("CRD conversion", d)] {
         assert!(d < Duration::from_secs(2), "{what} restored in {}", secs(d));
     }

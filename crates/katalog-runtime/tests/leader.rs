@@ -17,7 +17,6 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
 use katalog_runtime::leader::LeaderElection;
-use katalog_runtime::{Config, ServerThread};
 use kube::Api;
 use support::*;
 
@@ -68,23 +67,8 @@ fn only_the_leader_reconciles_and_hands_over() {
     let env = start_env(t);
     apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
 
-    let katalog = Scratch::new("leader-katalog");
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
-    std::fs::write(katalog.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
-    std::fs::write(katalog.path("admission.yaml"), ADMISSION).expect("writing admission.yaml");
-
-    let tls = Scratch::new("leader-tls");
-    let (cert, key) = ca().issue(&[]).expect("a serving certificate");
-    std::fs::write(tls.path("tls.crt"), cert).expect("writing tls.crt");
-    std::fs::write(tls.path("tls.key"), key).expect("writing tls.key");
-    let mut config = Config::new(katalog.path(""), tls.path("tls.crt"), tls.path("tls.key"));
-    config.listen = "127.0.0.1:0".parse().expect("an address");
-    config.workers = 2;
-    let server = ServerThread::spawn(config).expect("the katalog server starts");
-    server
-        .state
-        .current()
-        .unwrap_or_else(|| panic!("the Katalog did not load: {:?}", server.state.last_error()));
+    let (_dir, server) = Katalog::crontab_with("leader-katalog", ADMISSION);
+    server.state.current().expect("the Katalog loaded");
     let url = format!("https://{}", server.addr);
     let reg = registration(NAME, &url);
 
@@ -185,5 +169,5 @@ fn only_the_leader_reconciles_and_hands_over() {
     assert_eq!(s.errors, 0, "{s:?}");
 
     follower.stop();
-    server.stop();
+    drop(server);
 }

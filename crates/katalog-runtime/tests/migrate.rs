@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper;
 use katalog_runtime::migrate::{MigrateError, MigrateOptions, Progress, migrate_storage};
-use katalog_runtime::{Config, ServerThread};
 use serde_json::{Value, json};
 use support::*;
 
@@ -276,22 +275,8 @@ fn cleanup_on_shutdown_unregisters_at_stop() {
     let t = "cleanup";
     let env = start_env(t);
     apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
-    let katalog = Scratch::new("cleanup-katalog");
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
-    std::fs::write(katalog.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
-    std::fs::write(katalog.path("admission.yaml"), CLEANUP).expect("writing admission.yaml");
-    let tls = Scratch::new("cleanup-tls");
-    let (cert, key) = ca().issue(&[]).expect("a serving certificate");
-    std::fs::write(tls.path("tls.crt"), cert).expect("writing tls.crt");
-    std::fs::write(tls.path("tls.key"), key).expect("writing tls.key");
-    let mut config = Config::new(katalog.path(""), tls.path("tls.crt"), tls.path("tls.key"));
-    config.listen = "127.0.0.1:0".parse().expect("an address");
-    config.workers = 2;
-    let server = ServerThread::spawn(config).expect("the katalog server starts");
-    let loaded = server
-        .state
-        .current()
-        .unwrap_or_else(|| panic!("the Katalog did not load: {:?}", server.state.last_error()));
+    let (_dir, server) = Katalog::crontab_with("cleanup-katalog", CLEANUP);
+    let loaded = server.state.current().expect("the Katalog loaded");
     assert!(loaded.ir.admission.security.cleanup_on_shutdown);
     let reg = registration("katalog-cleanup", &format!("https://{}", server.addr));
 
@@ -318,5 +303,5 @@ fn cleanup_on_shutdown_unregisters_at_stop() {
         !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"),
         "{name} is still there after the stop"
     );
-    server.stop();
+    drop(server);
 }

@@ -91,6 +91,8 @@ pub struct Katalog {
     _scratch: Scratch,
     pub addr: SocketAddr,
     pub ir: Arc<Ir>,
+    /// The server's state (the housekeeper follows it).
+    pub state: Arc<katalog_runtime::state::State>,
 }
 
 impl Katalog {
@@ -121,10 +123,22 @@ impl Katalog {
             .clone();
         Katalog {
             addr: server.addr,
+            state: server.state.clone(),
             server: Some(server),
             _scratch: scratch,
             ir,
         }
+    }
+
+    /// Serve a directory Katalog made of `katalogs/crontab.yaml` and `extra`
+    /// (as `admission.yaml`); the directory is returned so a test can change it.
+    pub fn crontab_with(name: &str, extra: &str) -> (Scratch, Katalog) {
+        let dir = Scratch::new(name);
+        let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+        std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+        std::fs::write(dir.path("admission.yaml"), extra).expect("writing admission.yaml");
+        let server = Katalog::start(&dir.path(""));
+        (dir, server)
     }
 
     /// `https://127.0.0.1:<port>`: the only way the apiserver reaches it.
