@@ -138,27 +138,8 @@ enum Command {
     /// Print the webhook configurations and CRD conversion patches the engine
     /// would apply (for GitOps review); needs no cluster.
     Manifests {
-        #[arg(long, env = "KATALOG_KATALOG")]
-        katalog: PathBuf,
-        /// Base name of the configurations.
-        #[arg(long, default_value = "katalog")]
-        name: String,
-        /// Reach the engine at this base URL instead of a Service (development).
-        #[arg(long, conflicts_with_all = ["service_name", "service_namespace"])]
-        url: Option<String>,
-        #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
-        service_name: String,
-        #[arg(
-            long,
-            env = "KATALOG_SERVICE_NAMESPACE",
-            default_value = "katalog-system"
-        )]
-        service_namespace: String,
-        #[arg(long, default_value_t = 443)]
-        service_port: i32,
-        /// PEM file of the CA that signed the serving certificate (the caBundle).
-        #[arg(long)]
-        ca_bundle: Option<PathBuf>,
+        #[command(flatten)]
+        target: TargetArgs,
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
     },
@@ -280,8 +261,9 @@ struct ServeArgs {
     leader_election_namespace: Option<String>,
 }
 
+/// Where the apiserver reaches the engine, shared by `manifests` and `register`.
 #[derive(clap::Args)]
-struct RegisterArgs {
+struct TargetArgs {
     #[arg(long, env = "KATALOG_KATALOG")]
     katalog: PathBuf,
     /// Base name of the configurations.
@@ -303,6 +285,39 @@ struct RegisterArgs {
     /// PEM file of the CA that signed the serving certificate (the caBundle).
     #[arg(long)]
     ca_bundle: Option<PathBuf>,
+}
+
+impl TargetArgs {
+    /// The compiled Katalog and the registration these flags describe.
+    fn load(self) -> Result<(Ir, katalog_runtime::registration::Registration), Exit> {
+        use katalog_runtime::registration::{Registration, Target};
+        let ir = load_ir(&self.katalog)?;
+        let ca_bundle = match &self.ca_bundle {
+            Some(p) => std::fs::read(p)
+                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+            None => Vec::new(),
+        };
+        let target = match self.url {
+            Some(u) => Target::Url(u),
+            None => Target::Service {
+                namespace: self.service_namespace,
+                name: self.service_name,
+                port: self.service_port,
+            },
+        };
+        let reg = Registration {
+            name: self.name,
+            target,
+            ca_bundle,
+        };
+        Ok((ir, reg))
+    }
+}
+
+#[derive(clap::Args)]
+struct RegisterArgs {
+    #[command(flatten)]
+    target: TargetArgs,
     /// Kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -531,36 +546,9 @@ fn run(cli: Cli) -> Result<(), Exit> {
             }
         }
         Command::Serve(args) => serve(args),
-        Command::Manifests {
-            katalog,
-            name,
-            url,
-            service_name,
-            service_namespace,
-            service_port,
-            ca_bundle,
-            output,
-        } => {
-            use katalog_runtime::registration::{Registration, Target, manifests};
-            let ir = load_ir(&katalog)?;
-            let ca_bundle = match ca_bundle {
-                Some(p) => std::fs::read(&p)
-                    .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
-                None => Vec::new(),
-            };
-            let target = match url {
-                Some(u) => Target::Url(u),
-                None => Target::Service {
-                    namespace: service_namespace,
-                    name: service_name,
-                    port: service_port,
-                },
-            };
-            let reg = Registration {
-                name,
-                target,
-                ca_bundle,
-            };
+        Command::Manifests { target, output } => {
+            let (ir, reg) = target.load()?;
+            let manifests = katalog_runtime::registration::manifests;
             print_values(&manifests(&ir, &reg), output);
             Ok(())
         }
@@ -624,26 +612,7 @@ fn print_report(report: &katalog_runtime::cluster::RegisterReport) {
 }
 
 fn register(args: RegisterArgs) -> Result<(), Exit> {
-    use katalog_runtime::registration::{Registration, Target};
-    let ir = load_ir(&args.katalog)?;
-    let ca_bundle = match &args.ca_bundle {
-        Some(p) => std::fs::read(p)
-            .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
-        None => Vec::new(),
-    };
-    let target = match args.url {
-        Some(u) => Target::Url(u),
-        None => Target::Service {
-            namespace: args.service_namespace,
-            name: args.service_name,
-            port: args.service_port,
-        },
-    };
-    let reg = Registration {
-        name: args.name,
-        target,
-        ca_bundle,
-    };
+    let (ir, reg) = args.target.load()?;
     let report = cluster_runtime()?.block_on(async {
         let client = katalog_runtime::cluster::client(args.kubeconfig.as_deref()).await?;
         katalog_runtime::cluster::register(client, &ir, &reg).await

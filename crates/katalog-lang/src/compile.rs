@@ -1044,22 +1044,10 @@ impl Compiler {
                 Some(Splitter::Separator(sep.clone()))
             }
             (None, Some(pat)) => {
-                let regex = match Regex::new(&format!("^(?:{pat})$")) {
+                let regex = match anchored_regex(pat) {
                     Ok(r) => r,
                     Err(e) => {
-                        self.error(
-                            scope.doc,
-                            &at.key("pattern"),
-                            ErrorKind::Pattern,
-                            format!(
-                                "the pattern does not compile: {}",
-                                e.to_string()
-                                    .lines()
-                                    .last()
-                                    .unwrap_or("")
-                                    .trim_start_matches("error: ")
-                            ),
-                        );
+                        self.error(scope.doc, &at.key("pattern"), ErrorKind::Pattern, e);
                         return None;
                     }
                 };
@@ -1175,6 +1163,20 @@ fn parts_paths(parts: &PartsIr) -> Vec<Path> {
         PartsIr::Fields(ps) => ps.clone(),
         PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
     }
+}
+
+/// Compile a pattern that must match the whole value; the error says why not.
+pub(crate) fn anchored_regex(pattern: &str) -> Result<Regex, String> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        format!(
+            "the pattern does not compile: {}",
+            e.to_string()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+        )
+    })
 }
 
 /// `"{host}:{port}"` → pieces; `{{` and `}}` stand for literal braces.

@@ -2,8 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use regex::Regex;
-
 use super::{
     AdmissionIr, CheckIr, ConditionIr, DeletionIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
@@ -512,21 +510,10 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
         ok = false;
     }
     if let Some(p) = &c.pattern {
-        match Regex::new(&format!("^(?:{p})$")) {
+        match crate::compile::anchored_regex(p) {
             Ok(r) => ir.pattern = Some(r),
             Err(e) => {
-                ctx.error(
-                    &at.key("pattern"),
-                    ErrorKind::Pattern,
-                    format!(
-                        "the pattern does not compile: {}",
-                        e.to_string()
-                            .lines()
-                            .last()
-                            .unwrap_or("")
-                            .trim_start_matches("error: ")
-                    ),
-                );
+                ctx.error(&at.key("pattern"), ErrorKind::Pattern, e);
                 ok = false;
             }
         }
