@@ -134,7 +134,7 @@ enum Command {
     },
     /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
     /// development CA and certificate are generated.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the webhook configurations and CRD conversion patches the engine
     /// would apply (for GitOps review); needs no cluster.
     Manifests {
@@ -187,6 +187,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("cluster").args(["register", "self_signed_secret"]).multiple(true)))]
 struct ServeArgs {
     /// A Katalog file or directory (e.g. a mounted ConfigMap); watched for changes.
     #[arg(long, env = "KATALOG_KATALOG")]
@@ -248,10 +249,38 @@ struct ServeArgs {
     /// (default: the development CA when no --tls-cert is given).
     #[arg(long, env = "KATALOG_CA_BUNDLE", requires = "register")]
     ca_bundle: Option<PathBuf>,
-    /// With --register: kubeconfig file (default: KUBECONFIG,
-    /// ~/.kube/config, or in-cluster).
-    #[arg(long, requires = "register")]
+    /// With --register or --self-signed-secret: kubeconfig file (default:
+    /// KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, requires = "cluster")]
     kubeconfig: Option<PathBuf>,
+    /// Serve a certificate kept in this Secret (NAMESPACE/NAME): a CA and a
+    /// serving certificate are generated into it, reused across restarts and
+    /// replicas, restored when it is deleted, and rotated before they
+    /// expire; with --register the caBundle follows.
+    #[arg(
+        long,
+        env = "KATALOG_SELF_SIGNED_SECRET",
+        conflicts_with_all = ["tls_cert", "tls_key", "ca_bundle", "dev_cert_dir"]
+    )]
+    self_signed_secret: Option<String>,
+    /// With --self-signed-secret: lifetime of a serving certificate (s, m, h or d).
+    #[arg(long, env = "KATALOG_CERT_VALIDITY", default_value = "90d", value_parser = duration_arg)]
+    cert_validity: std::time::Duration,
+    /// With --self-signed-secret: re-issue the serving certificate this long before it expires.
+    #[arg(long, env = "KATALOG_CERT_ROTATE_BEFORE", default_value = "30d", value_parser = duration_arg)]
+    cert_rotate_before: std::time::Duration,
+    /// With --self-signed-secret: lifetime of a CA.
+    #[arg(long, env = "KATALOG_CA_VALIDITY", default_value = "3650d", value_parser = duration_arg)]
+    ca_validity: std::time::Duration,
+    /// With --self-signed-secret: add a successor CA to the caBundle this long before the CA expires.
+    #[arg(long, env = "KATALOG_CA_ROTATE_BEFORE", default_value = "365d", value_parser = duration_arg)]
+    ca_rotate_before: std::time::Duration,
+    /// With --self-signed-secret: how long a new CA is in the caBundle before it signs.
+    #[arg(long, env = "KATALOG_CA_PROPAGATION", default_value = "60s", value_parser = duration_arg)]
+    ca_propagation: std::time::Duration,
+    /// With --self-signed-secret: how often expiry is checked (the Secret is also watched).
+    #[arg(long, env = "KATALOG_CERT_CHECK_INTERVAL", default_value = "60s", value_parser = duration_arg)]
+    cert_check_interval: std::time::Duration,
     /// With --register: full re-registration period, in seconds.
     #[arg(long, env = "KATALOG_RESYNC", default_value_t = 30.0)]
     resync: f64,
@@ -545,7 +574,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 Err(Exit(String::new(), 1))
             }
         }
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Manifests { target, output } => {
             let (ir, reg) = target.load()?;
             let manifests = katalog_runtime::registration::manifests;
@@ -695,20 +724,25 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             ))
         }
     };
-    let (cert, key, dev_ca) = match (args.tls_cert, args.tls_key) {
-        (Some(c), Some(k)) => (c, k, None),
+    let svc = format!("{}.{}.svc", args.service_name, args.service_namespace);
+    let names = vec![
+        args.service_name.clone(),
+        format!("{}.{}", args.service_name, args.service_namespace),
+        svc.clone(),
+        format!("{svc}.cluster.local"),
+    ];
+    let self_signed = match &args.self_signed_secret {
+        Some(secret) => Some(self_signed(&args, secret, &names)?),
+        None => None,
+    };
+    let (cert, key, dev_ca) = match (&self_signed, args.tls_cert, args.tls_key) {
+        (Some((_, prepared)), _, _) => (prepared.files.pair(), prepared.files.pair(), None),
+        (None, Some(c), Some(k)) => (c, k, None),
         _ => {
             let dir = args
                 .dev_cert_dir
                 .clone()
                 .unwrap_or_else(|| std::env::temp_dir().join("katalog-dev"));
-            let svc = format!("{}.{}.svc", args.service_name, args.service_namespace);
-            let names = vec![
-                args.service_name.clone(),
-                format!("{}.{}", args.service_name, args.service_namespace),
-                svc.clone(),
-                format!("{svc}.cluster.local"),
-            ];
             let files = katalog_runtime::tls::write_dev_certificates(&dir, &names)
                 .map_err(|e| Exit(format!("error: {e}"), 1))?;
             (files.cert, files.key, Some(files.ca))
@@ -727,10 +761,11 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     let housekeeping = if args.register {
         use katalog_runtime::registration::{Registration, Target};
         let ca_path = args.ca_bundle.clone().or_else(|| dev_ca.clone());
-        let ca_bundle = match ca_path {
-            Some(p) => std::fs::read(&p)
+        let ca_bundle = match (&self_signed, ca_path) {
+            (Some((_, prepared)), _) => prepared.ca_bundle.load().as_ref().clone(),
+            (None, Some(p)) => std::fs::read(&p)
                 .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
-            None => {
+            (None, None) => {
                 return Err(Exit(
                     "error: --register needs --ca-bundle when --tls-cert is given".into(),
                     2,
@@ -759,10 +794,15 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     } else {
         None
     };
+    let ca_source = self_signed.as_ref().map(|(_, p)| p.ca_bundle.clone());
+    let kubeconfig = args.kubeconfig.clone();
     katalog_runtime::server::run(config, move |addr, state| {
+        let keeper = self_signed
+            .map(|(selfsigned, prepared)| prepared.keep(selfsigned, kubeconfig, state.clone()));
         let housekeeper = housekeeping.map(|(reg, kubeconfig, resync, lease_namespace)| {
             katalog_runtime::housekeeper::Housekeeper {
                 resync,
+                ca_bundle: ca_source,
                 leader_election: lease_namespace.map(|namespace| {
                     katalog_runtime::leader::LeaderElection {
                         namespace,
@@ -785,9 +825,62 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
                 ca.display()
             );
         }
-        housekeeper
+        // The housekeeper stops first: it may still register the caBundle.
+        (housekeeper, keeper)
     })
     .map_err(|e| Exit(format!("error: {e}"), 1))
+}
+
+fn duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    katalog_runtime::selfsigned::parse_duration(s)
+}
+
+/// `--self-signed-secret`: the Secret is made to hold a usable certificate
+/// before the server starts, and the files it is served from are written.
+fn self_signed(
+    args: &ServeArgs,
+    secret: &str,
+    names: &[String],
+) -> Result<
+    (
+        katalog_runtime::selfsigned::SelfSigned,
+        katalog_runtime::selfsigned::Prepared,
+    ),
+    Exit,
+> {
+    use katalog_runtime::selfsigned::{Policy, SecretRef, SelfSigned};
+    let usage = |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), 2);
+    let secret: SecretRef = secret.parse().map_err(usage)?;
+    let mut selfsigned = SelfSigned::new(secret.clone(), names);
+    selfsigned.policy = Policy {
+        cert_validity: args.cert_validity,
+        cert_rotate_before: args.cert_rotate_before,
+        ca_validity: args.ca_validity,
+        ca_rotate_before: args.ca_rotate_before,
+        propagation: args.ca_propagation,
+    };
+    selfsigned.policy.check().map_err(usage)?;
+    selfsigned.check_interval = args.cert_check_interval;
+    let dir = std::env::temp_dir().join(format!(
+        "katalog-{}-{}-{}",
+        secret.namespace,
+        secret.name,
+        std::process::id()
+    ));
+    let prepared = selfsigned
+        .prepare(args.kubeconfig.as_deref(), dir)
+        .map_err(|e| Exit(format!("error: {e}"), 1))?;
+    let applied = &prepared.applied;
+    eprintln!(
+        "certificate: Secret {secret} {}{}",
+        applied.action,
+        if applied.reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", applied.reasons.join("; "))
+        }
+    );
+    Ok((selfsigned, prepared))
 }
 
 fn print_verdict(v: &Verdict) {

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, watch};
 use crate::cluster::{self, RegisterReport};
 use crate::leader::{Elector, LeaderElection};
 use crate::registration::{MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches};
+use crate::selfsigned::SharedCaBundle;
 use crate::state::State;
 
 /// How long the unregistration of `cleanupOnShutdown` may take at stop.
@@ -55,6 +56,8 @@ pub enum Trigger {
         kind: &'static str,
     },
     Resync,
+    /// The `caBundle` changed (a self-signed CA rotated).
+    CaBundleChanged,
     /// This housekeeper became the leader.
     Elected,
 }
@@ -67,6 +70,7 @@ impl fmt::Display for Trigger {
             Trigger::Watch { kind, name } => write!(f, "watch {kind} {name}"),
             Trigger::WatchRestarted { kind } => write!(f, "watch {kind} restarted"),
             Trigger::Resync => f.write_str("resync"),
+            Trigger::CaBundleChanged => f.write_str("caBundle changed"),
             Trigger::Elected => f.write_str("elected leader"),
         }
     }
@@ -128,6 +132,9 @@ pub struct Housekeeper {
     pub backoff: (Duration, Duration),
     /// Lease-based leader election (default off: it always reconciles).
     pub leader_election: Option<LeaderElection>,
+    /// Where the `caBundle` comes from when it can change while running
+    /// (`--self-signed-secret`); default: the registration's, fixed.
+    pub ca_bundle: Option<SharedCaBundle>,
 }
 
 impl Default for Housekeeper {
@@ -138,6 +145,7 @@ impl Default for Housekeeper {
             poll: Duration::from_millis(200),
             backoff: (Duration::from_millis(200), Duration::from_secs(10)),
             leader_election: None,
+            ca_bundle: None,
         }
     }
 }
@@ -275,7 +283,7 @@ impl Housekeeper {
         self,
         source: Source,
         state: Arc<State>,
-        reg: Registration,
+        mut reg: Registration,
         status: Arc<Mutex<Status>>,
         mut stop: watch::Receiver<bool>,
     ) {
@@ -333,7 +341,10 @@ impl Housekeeper {
             tokio::spawn(watch_loop(
                 Api::<ValidatingWebhookConfiguration>::all(client.clone()),
                 "ValidatingWebhookConfiguration",
-                Some(selector.clone()),
+                Selector {
+                    labels: Some(selector.clone()),
+                    fields: None,
+                },
                 {
                     let own = own.clone();
                     move |name: &str| own.contains(name)
@@ -344,7 +355,10 @@ impl Housekeeper {
             tokio::spawn(watch_loop(
                 Api::<MutatingWebhookConfiguration>::all(client.clone()),
                 "MutatingWebhookConfiguration",
-                Some(selector),
+                Selector {
+                    labels: Some(selector),
+                    fields: None,
+                },
                 move |name: &str| own.contains(name),
                 tx.clone(),
                 self.backoff,
@@ -352,7 +366,7 @@ impl Housekeeper {
             tokio::spawn(watch_loop(
                 Api::<CustomResourceDefinition>::all(client.clone()),
                 "CustomResourceDefinition",
-                None,
+                Selector::default(),
                 {
                     let crds = crds.clone();
                     move |name: &str| crds.lock().map(|c| c.contains(name)).unwrap_or(true)
@@ -379,6 +393,9 @@ impl Housekeeper {
                     tracing::debug!(%trigger, "housekeeper: not the leader; not reconciling");
                 } else if let Some(loaded) = state.current() {
                     served = Some(loaded.hash.clone());
+                    if let Some(bundle) = &self.ca_bundle {
+                        reg.ca_bundle = bundle.load().as_ref().clone();
+                    }
                     if let Ok(mut c) = crds.lock() {
                         *c = crd_conversion_patches(&loaded.ir, &reg)
                             .into_iter()
@@ -416,6 +433,10 @@ impl Housekeeper {
                     let now = state.current().map(|l| l.hash.clone());
                     if now.is_some() && now != served {
                         pending = Some(Trigger::KatalogChanged);
+                    } else if served.is_some()
+                        && self.ca_bundle.as_ref().is_some_and(|b| **b.load() != reg.ca_bundle)
+                    {
+                        pending = Some(Trigger::CaBundleChanged);
                     }
                 }
                 _ = resync_tick.tick() => pending = Some(Trigger::Resync),
@@ -525,13 +546,20 @@ fn record(status: &Mutex<Status>, outcome: Outcome) {
     }
 }
 
-/// Watches `api` (optionally by label selector) forever, sending a trigger
+/// Which objects a watch sees.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Selector {
+    pub labels: Option<String>,
+    pub fields: Option<String>,
+}
+
+/// Watches `api` (optionally by label and field selector) forever, sending a trigger
 /// for each event on an object `relevant` accepts, and one each time the
 /// watch has to be restarted after an error (events may have been missed).
-async fn watch_loop<K>(
+pub(crate) async fn watch_loop<K>(
     api: Api<K>,
     kind: &'static str,
-    labels: Option<String>,
+    selector: Selector,
     relevant: impl Fn(&str) -> bool,
     tx: mpsc::UnboundedSender<Trigger>,
     (first, longest): (Duration, Duration),
@@ -548,8 +576,11 @@ async fn watch_loop<K>(
             Some(v) => v.clone(),
             None => {
                 let mut lp = ListParams::default().limit(1);
-                if let Some(l) = &labels {
+                if let Some(l) = &selector.labels {
                     lp = lp.labels(l);
+                }
+                if let Some(f) = &selector.fields {
+                    lp = lp.fields(f);
                 }
                 match api.list_metadata(&lp).await {
                     Ok(list) => list.metadata.resource_version.unwrap_or_default(),
@@ -563,8 +594,11 @@ async fn watch_loop<K>(
             }
         };
         let mut wp = WatchParams::default().timeout(290);
-        if let Some(l) = &labels {
+        if let Some(l) = &selector.labels {
             wp = wp.labels(l);
+        }
+        if let Some(f) = &selector.fields {
+            wp = wp.fields(f);
         }
         let stream = match api.watch(&wp, &rv).await {
             Ok(s) => s,

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod registration;
 pub mod reload;
+pub mod selfsigned;
 pub mod server;
 pub mod state;
 pub mod tls;

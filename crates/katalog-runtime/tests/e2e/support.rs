@@ -101,11 +101,13 @@ impl Katalog {
         let (cert, key) = ca().issue(&[]).expect("a serving certificate");
         std::fs::write(scratch.path("tls.crt"), cert).expect("writing tls.crt");
         std::fs::write(scratch.path("tls.key"), key).expect("writing tls.key");
-        let mut config = Config::new(
-            katalog.to_path_buf(),
-            scratch.path("tls.crt"),
-            scratch.path("tls.key"),
-        );
+        let (cert, key) = (scratch.path("tls.crt"), scratch.path("tls.key"));
+        Katalog::start_with(katalog, &cert, &key, scratch)
+    }
+
+    /// Serve `katalog` with the certificate and key in the given files.
+    pub fn start_with(katalog: &Path, cert: &Path, key: &Path, scratch: Scratch) -> Katalog {
+        let mut config = Config::new(katalog.to_path_buf(), cert.to_path_buf(), key.to_path_buf());
         config.listen = "127.0.0.1:0".parse().expect("an address");
         config.workers = 2;
         let server = ServerThread::spawn(config).expect("the katalog server starts");
