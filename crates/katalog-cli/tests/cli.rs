@@ -19,6 +19,78 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "serve-self-signed-bad-secret",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--self-signed-secret",
+            "katalog-certs",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "serve-self-signed-bad-policy",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--self-signed-secret",
+            "katalog-system/katalog-certs",
+            "--cert-validity",
+            "10d",
+            "--cert-rotate-before",
+            "10d",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "serve-self-signed-bad-duration",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--self-signed-secret",
+            "katalog-system/katalog-certs",
+            "--cert-validity",
+            "3w",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "serve-self-signed-with-tls-cert",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--self-signed-secret",
+            "katalog-system/katalog-certs",
+            "--tls-cert",
+            "tls.crt",
+            "--tls-key",
+            "tls.key",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "serve-self-signed-no-cluster",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--self-signed-secret",
+            "katalog-system/katalog-certs",
+            "--kubeconfig",
+            "no/such/kubeconfig",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
         name: "register-missing-kubeconfig",
         args: &[
             "register",

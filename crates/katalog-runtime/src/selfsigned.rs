@@ -11,12 +11,12 @@
 //!
 //! [`plan`] is pure: given what the Secret holds and the time, it keeps it,
 //! or says what to write and why. A missing or unusable Secret gets a new CA
-//! and certificate; a CA within `caRotateBefore` of its expiry gets a
+//! and certificate; a CA within `ca-rotate-before` of its expiry gets a
 //! successor that is added to the bundle (the old CA stays in it until it
 //! expires, so certificates it signed keep being trusted); a serving
-//! certificate within `rotateBefore` of its expiry, or not valid for the
+//! certificate within `cert-rotate-before` of its expiry, or not valid for the
 //! names the engine is reached at, is re-issued. A new CA signs no serving
-//! certificate before it has been in the bundle for `propagation`, so the
+//! certificate before it has been in the bundle for `ca-propagation`, so the
 //! apiserver is given the new `caBundle` before it meets a certificate that
 //! needs it.
 //!
@@ -167,7 +167,7 @@ impl Policy {
         let d = |d: Duration| format_duration(d);
         if self.cert_rotate_before + self.propagation >= self.cert_validity {
             return err(format!(
-                "rotateBefore ({}) + propagation ({}) must be shorter than the certificate validity ({})",
+                "cert-rotate-before ({}) + ca-propagation ({}) must be shorter than cert-validity ({})",
                 d(self.cert_rotate_before),
                 d(self.propagation),
                 d(self.cert_validity)
@@ -175,14 +175,14 @@ impl Policy {
         }
         if self.ca_rotate_before >= self.ca_validity {
             return err(format!(
-                "caRotateBefore ({}) must be shorter than the CA validity ({})",
+                "ca-rotate-before ({}) must be shorter than ca-validity ({})",
                 d(self.ca_rotate_before),
                 d(self.ca_validity)
             ));
         }
         if self.ca_rotate_before < self.cert_rotate_before + self.propagation {
             return err(format!(
-                "caRotateBefore ({}) must be at least rotateBefore ({}) + propagation ({}), so certificates signed by the old CA can be replaced in time",
+                "ca-rotate-before ({}) must be at least cert-rotate-before ({}) + ca-propagation ({}), so certificates signed by the old CA are replaced in time",
                 d(self.ca_rotate_before),
                 d(self.cert_rotate_before),
                 d(self.propagation)
@@ -580,7 +580,7 @@ pub fn plan(
             .map_err(|e| SelfSignedError::Generate(e.to_string()))?;
         let ca = ca_from_der(der).map_err(SelfSignedError::Generate)?;
         reasons.push(format!(
-            "a new CA: the CA expires at {}, within caRotateBefore ({})",
+            "a new CA: the CA expires at {}, within ca-rotate-before ({})",
             at(trusted[0].not_after),
             format_duration(policy.ca_rotate_before)
         ));
@@ -602,7 +602,7 @@ pub fn plan(
         verdict => {
             let why = match verdict {
                 Ok(expiry) => format!(
-                    "it expires at {}, within rotateBefore ({})",
+                    "it expires at {}, within cert-rotate-before ({})",
                     at(expiry),
                     format_duration(policy.cert_rotate_before)
                 ),
@@ -1222,7 +1222,7 @@ mod tests {
         assert_eq!(reasons.len(), 1, "{reasons:?}");
         assert!(
             reasons[0].starts_with("re-issued the serving certificate: it expires at ")
-                && reasons[0].ends_with("within rotateBefore (30s)"),
+                && reasons[0].ends_with("within cert-rotate-before (30s)"),
             "{reasons:?}"
         );
         assert_eq!(signers(&r, t1), signers(&m, t0));
@@ -1385,21 +1385,21 @@ mod tests {
                     cert_rotate_before: Duration::from_secs(95),
                     ..policy()
                 },
-                "failed to accept the certificate policy: rotateBefore (95s) + propagation (10s) must be shorter than the certificate validity (100s)",
+                "failed to accept the certificate policy: cert-rotate-before (95s) + ca-propagation (10s) must be shorter than cert-validity (100s)",
             ),
             (
                 Policy {
                     ca_rotate_before: Duration::from_secs(1000),
                     ..policy()
                 },
-                "failed to accept the certificate policy: caRotateBefore (1000s) must be shorter than the CA validity (1000s)",
+                "failed to accept the certificate policy: ca-rotate-before (1000s) must be shorter than ca-validity (1000s)",
             ),
             (
                 Policy {
                     ca_rotate_before: Duration::from_secs(39),
                     ..policy()
                 },
-                "failed to accept the certificate policy: caRotateBefore (39s) must be at least rotateBefore (30s) + propagation (10s), so certificates signed by the old CA can be replaced in time",
+                "failed to accept the certificate policy: ca-rotate-before (39s) must be at least cert-rotate-before (30s) + ca-propagation (10s), so certificates signed by the old CA are replaced in time",
             ),
         ];
         for (p, message) in bad {

@@ -1,0 +1,259 @@
+//! `katalog serve --register --self-signed-secret` through the built binary,
+//! against a real kube-apiserver and etcd (katalog-testenv): the flags reach
+//! the Secret, the server and the housekeeper; the apiserver converts
+//! through the binary (reached at `https://127.0.0.1:PORT` only); SIGTERM
+//! stops it cleanly and removes its private certificate directory; a
+//! restart reuses the Secret.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use katalog_testenv::TestEnv;
+use serde_json::{Value, json};
+
+const SECRET: &str = "katalog-cli-certs";
+const NAMESPACE: &str = "katalog-system";
+const CRD: &str = "crontabs.stable.example.com";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[track_caller]
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn get_json(env: &TestEnv, args: &[&str]) -> Option<Value> {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = env.kubectl(&all);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+/// Polls every 100 ms, at most `WAIT`.
+#[track_caller]
+fn eventually<T>(what: &str, mut attempt: impl FnMut() -> Result<T, String>) -> T {
+    let started = Instant::now();
+    let mut last = String::new();
+    for _ in 0..600 {
+        match attempt() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        if started.elapsed() >= WAIT {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what}: still not so after {WAIT:?}: {last}");
+}
+
+/// A free loopback port (bound, then released for the server to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The running binary; its stderr lines arrive on `lines`.
+struct Serve {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Serve {
+    fn start(env: &TestEnv, port: u16) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+            .args([
+                "serve",
+                "--katalog",
+                "katalogs/crontab.yaml",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--register",
+                "--register-name",
+                "katalog-cli",
+                "--register-url",
+                &format!("https://127.0.0.1:{port}"),
+                "--self-signed-secret",
+                &format!("{NAMESPACE}/{SECRET}"),
+                "--kubeconfig",
+                &env.kubeconfig().to_string_lossy(),
+                "--workers",
+                "1",
+            ])
+            .current_dir(root())
+            .env_remove("KATALOG_KATALOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the katalog binary runs");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[katalog serve] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Serve {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a stderr line containing `text`.
+    #[track_caller]
+    fn line(&mut self, text: &str) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
+            return l.clone();
+        }
+        let deadline = Instant::now() + WAIT;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(text) {
+                        return l;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "katalog serve never printed {text:?}; it printed:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// SIGTERM, then the exit status (SIGKILL after `WAIT`).
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("katalog serve did not stop within {WAIT:?} of SIGTERM");
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn secret_ca(env: &TestEnv) -> Result<String, String> {
+    get_json(env, &["get", "secret", SECRET, "-n", NAMESPACE])
+        .and_then(|s| s["data"]["ca.crt"].as_str().map(String::from))
+        .ok_or_else(|| "no Secret with a ca.crt yet".into())
+}
+
+fn crd_ca(env: &TestEnv) -> Option<String> {
+    get_json(env, &["get", "crd", CRD]).and_then(|c| {
+        c["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
+            .as_str()
+            .map(String::from)
+    })
+}
+
+/// Create at v1beta1, read at v2: the apiserver converts through the binary.
+fn convert_through(env: &TestEnv, name: &str) -> Result<(), String> {
+    let object = json!({
+        "apiVersion": "stable.example.com/v1beta1",
+        "kind": "CronTab",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"cronSpec": "0 3 * * *", "image": "registry.example.com/backup:1"},
+    });
+    let out = env.kubectl_stdin(["create", "-f", "-"], object.to_string());
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let got = get_json(env, &["get", "crontabs.v2.stable.example.com", name])
+        .ok_or("GET at v2 failed")?;
+    if got["spec"]["container"]["image"] != "registry.example.com/backup:1" {
+        return Err(format!("at v2: {got}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
+    let env = TestEnv::start().unwrap_or_else(|e| panic!("{e}"));
+    ok(env.kubectl([
+        "apply",
+        "-f",
+        &root().join("katalogs/crontab.crd.yaml").to_string_lossy(),
+    ]));
+    ok(env.kubectl([
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/{CRD}"),
+        "--timeout=30s",
+    ]));
+    ok(env.kubectl(["create", "namespace", NAMESPACE]));
+
+    let port = free_port();
+    let mut serve = Serve::start(&env, port);
+    let created = serve.line("certificate: Secret katalog-system/katalog-cli-certs");
+    assert!(
+        created.ends_with("created (a new CA and serving certificate: the Secret does not exist)"),
+        "{created}"
+    );
+    let ca = eventually("the Secret", || secret_ca(&env));
+    eventually("the CRD conversion with the Secret's CA", || {
+        (crd_ca(&env).as_ref() == Some(&ca))
+            .then_some(())
+            .ok_or_else(|| format!("caBundle {:?}", crd_ca(&env)))
+    });
+    eventually("a conversion through the binary", || {
+        convert_through(&env, "a")
+    });
+
+    // The private certificate directory exists while it serves ...
+    let pid = serve.child.id();
+    let dir = std::env::temp_dir().join(format!("katalog-{NAMESPACE}-{SECRET}-{pid}"));
+    assert!(dir.join("tls.pem").is_file(), "{}", dir.display());
+    // ... and is removed by a graceful stop.
+    let status = serve.terminate();
+    assert!(status.success(), "katalog serve exited with {status}");
+    assert!(!dir.exists(), "{} is left behind", dir.display());
+
+    // A restart reuses the Secret: same CA, still registered, converting.
+    let mut serve = Serve::start(&env, port);
+    let reused = serve.line("certificate: Secret katalog-system/katalog-cli-certs");
+    assert!(reused.ends_with(" unchanged"), "{reused}");
+    assert_eq!(secret_ca(&env).as_ref(), Ok(&ca));
+    eventually("a conversion through the restarted binary", || {
+        convert_through(&env, "b")
+    });
+    assert_eq!(crd_ca(&env), Some(ca));
+    let status = serve.terminate();
+    assert!(status.success(), "katalog serve exited with {status}");
+}
