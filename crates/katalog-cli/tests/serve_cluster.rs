@@ -3,7 +3,8 @@
 //! the Secret, the server and the housekeeper; the apiserver converts
 //! through the binary (reached at `https://127.0.0.1:PORT` only); SIGTERM
 //! stops it cleanly and removes its private certificate directory; a
-//! restart reuses the Secret.
+//! restart reuses the Secret; with `cleanupOnShutdown`, SIGTERM removes the
+//! webhook configurations.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpListener;
@@ -79,16 +80,20 @@ struct Serve {
 
 impl Serve {
     fn start(env: &TestEnv, port: u16) -> Serve {
+        Serve::start_with(env, port, Path::new("katalogs/crontab.yaml"), "katalog-cli")
+    }
+
+    fn start_with(env: &TestEnv, port: u16, katalog: &Path, name: &str) -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
             .args([
                 "serve",
                 "--katalog",
-                "katalogs/crontab.yaml",
+                &katalog.to_string_lossy(),
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--register",
                 "--register-name",
-                "katalog-cli",
+                name,
                 "--register-url",
                 &format!("https://127.0.0.1:{port}"),
                 "--self-signed-secret",
@@ -253,7 +258,54 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
     eventually("a conversion through the restarted binary", || {
         convert_through(&env, "b")
     });
-    assert_eq!(crd_ca(&env), Some(ca));
+    assert_eq!(crd_ca(&env), Some(ca.clone()));
     let status = serve.terminate();
     assert!(status.success(), "katalog serve exited with {status}");
+
+    // With security.cleanupOnShutdown, a SIGTERM removes the configurations.
+    let dir = std::env::temp_dir().join(format!("katalog-cli-cleanup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a Katalog directory");
+    std::fs::copy(
+        root().join("katalogs/crontab.yaml"),
+        dir.join("crontab.yaml"),
+    )
+    .expect("copying crontab.yaml");
+    std::fs::write(dir.join("cleanup.yaml"), CLEANUP).expect("writing cleanup.yaml");
+    let mut serve = Serve::start_with(&env, port, &dir, "katalog-cleanup");
+    serve.line("certificate: Secret katalog-system/katalog-cli-certs unchanged");
+    let vwc = "katalog-cleanup-validating";
+    let registered = eventually("the validating configuration", || {
+        get_json(&env, &["get", "validatingwebhookconfiguration", vwc])
+            .ok_or_else(|| format!("no {vwc} yet"))
+    });
+    assert_eq!(
+        registered["webhooks"][0]["clientConfig"]["caBundle"].as_str(),
+        Some(ca.as_str())
+    );
+    let status = serve.terminate();
+    assert!(status.success(), "katalog serve exited with {status}");
+    let out = env.kubectl(["get", "validatingwebhookconfiguration", vwc]);
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound"),
+        "{vwc} is still there after SIGTERM"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
+
+const CLEANUP: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata:
+  name: crontab-cleanup
+spec:
+  security:
+    cleanupOnShutdown: true
+  admission:
+    validations:
+      - name: crontab-registry
+        resources: [stable.example.com/v1/crontabs]
+        path: spec.image
+        check: { prefix: registry.example.com/ }
+        message: crontab images come from registry.example.com
+"#;

@@ -434,6 +434,7 @@ impl Housekeeper {
                     if now.is_some() && now != served {
                         pending = Some(Trigger::KatalogChanged);
                     } else if served.is_some()
+                        && elector.as_ref().is_none_or(Elector::is_leader)
                         && self.ca_bundle.as_ref().is_some_and(|b| **b.load() != reg.ca_bundle)
                     {
                         pending = Some(Trigger::CaBundleChanged);

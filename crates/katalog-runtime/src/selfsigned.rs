@@ -844,8 +844,14 @@ impl SelfSigned {
                         material,
                     });
                 }
-                // Another writer got there first: read what it wrote.
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => continue,
+                // Another writer got there first (or deleted the Secret
+                // being replaced): read again. A 404 on create is a missing
+                // namespace, which no retry fixes.
+                Err(kube::Error::Api(s))
+                    if s.code == 409 || (s.code == 404 && existing.is_some()) =>
+                {
+                    continue;
+                }
                 Err(source) => {
                     return Err(SelfSignedError::Write {
                         secret: self.secret.clone(),

@@ -303,6 +303,25 @@ fn the_secret_is_generated_reused_and_restored() {
     );
     selfsigned.check_interval = Duration::from_secs(30);
 
+    // A Secret in a namespace that does not exist: a clear error at once.
+    let nowhere = SelfSigned::new(
+        SecretRef {
+            namespace: "no-such-namespace".into(),
+            name: name.into(),
+        },
+        &[],
+    );
+    let err = kube
+        .rt
+        .block_on(nowhere.ensure(&kube.client, None))
+        .expect_err("no namespace, no Secret")
+        .to_string();
+    assert!(
+        err.starts_with("failed to write Secret no-such-namespace/katalog-certs: ")
+            && err.contains("not found"),
+        "{err}"
+    );
+
     // (a) Generated into a new Secret, served, and registered.
     let engine = Engine::start(&env, &katalog.path(""), &selfsigned);
     assert_eq!(engine.initial, Action::Created);
@@ -362,6 +381,10 @@ fn the_secret_is_generated_reused_and_restored() {
     });
     eprintln!("[{t}] (c) deleted Secret restored in {}", secs(c));
     assert_eq!(kube.material(name), Some(first.clone()));
+    // The keeper records a check after its write is visible.
+    within("the keeper's record of the restore", || {
+        engine.keeper().status().writes == 1
+    });
     let status = engine.keeper().status();
     assert_eq!(status.changes, 0, "{status:?}");
     assert_eq!(status.writes, 1, "{status:?}");
@@ -388,6 +411,9 @@ fn the_secret_is_generated_reused_and_restored() {
         kube.material(name).as_ref() == Some(&first)
     });
     eprintln!("[{t}] (d) damaged Secret restored in {}", secs(d));
+    within("the keeper's record of the repair", || {
+        engine.keeper().status().writes == 2
+    });
     let status = engine.keeper().status();
     assert_eq!(
         (status.changes, status.writes, status.errors),
@@ -462,8 +488,10 @@ fn the_secret_is_generated_reused_and_restored() {
         "[{t}] (f) a replaced Secret served and registered in {}",
         secs(f)
     );
-    let status = engine.keeper().status();
-    assert_eq!(status.last_change.map(|(a, _)| a), Some(Action::Adopted));
+    within("the keeper's record of the adoption", || {
+        engine.keeper().status().last_change.map(|(a, _)| a) == Some(Action::Adopted)
+    });
+    assert_eq!(engine.keeper().status().changes, 1);
     assert_eq!(*engine.keeper().current(), other);
     assert_eq!(kube.material(name), Some(other));
     eventually(
