@@ -1,10 +1,10 @@
-//! `katalog serve --register --self-signed-secret` through the built binary,
-//! against a real kube-apiserver and etcd (katalog-testenv): the flags reach
-//! the Secret, the server and the housekeeper; the apiserver converts
-//! through the binary (reached at `https://127.0.0.1:PORT` only); SIGTERM
-//! stops it cleanly and removes its private certificate directory; a
-//! restart reuses the Secret; with `cleanupOnShutdown`, SIGTERM removes the
-//! webhook configurations.
+//! The built `katalog` binary against a real kube-apiserver and etcd
+//! (katalog-testenv). `katalog serve --register --self-signed-secret`: the
+//! flags reach the Secret, the server and the housekeeper; the apiserver
+//! converts through the binary (reached at `https://127.0.0.1:PORT` only);
+//! SIGTERM stops it cleanly and removes its private certificate directory; a
+//! restart reuses the Secret; `katalog migrate-storage` rewrites through it;
+//! with `cleanupOnShutdown`, SIGTERM removes the webhook configurations.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpListener;
@@ -259,6 +259,51 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
         convert_through(&env, "b")
     });
     assert_eq!(crd_ca(&env), Some(ca.clone()));
+
+    // katalog migrate-storage through the binary, while it converts: both
+    // CronTabs are rewritten at the storage version, one per page.
+    let migrate = |crd: &str| {
+        Command::new(env!("CARGO_BIN_EXE_katalog"))
+            .args([
+                "migrate-storage",
+                "--crd",
+                crd,
+                "--page-size",
+                "1",
+                "--kubeconfig",
+            ])
+            .arg(env.kubeconfig())
+            .current_dir(root())
+            .output()
+            .expect("the katalog binary runs")
+    };
+    let out = migrate(CRD);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{CRD}: 2 rewritten at v1, 0 gone, 0 conflicts retried, 0 failed in "
+        )) && stdout.ends_with("s; storedVersions [v1] left as they were (nothing to prune)\n"),
+        "{stdout}"
+    );
+    let progress: Vec<&str> = stderr.lines().collect();
+    assert_eq!(progress.len(), 2, "{stderr}");
+    assert!(progress[0].starts_with("migrated 1/"), "{stderr}");
+    assert!(
+        progress[1].starts_with("migrated 2/")
+            && progress[1].ends_with("continue token: (none: last page)"),
+        "{stderr}"
+    );
+    let out = migrate("nope.example.com");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: failed to find CustomResourceDefinition nope.example.com: it does not exist\n"
+    );
+
     let status = serve.terminate();
     assert!(status.success(), "katalog serve exited with {status}");
 
