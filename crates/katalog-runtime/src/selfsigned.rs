@@ -407,20 +407,10 @@ fn issue(
     now: i64,
     not_after: i64,
 ) -> Result<(String, String)> {
-    use rcgen::{
-        CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
-    };
+    use rcgen::{Issuer, KeyPair};
     let ca_key = KeyPair::from_pem(ca_key_pem).map_err(gen_err)?;
     let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key).map_err(gen_err)?;
-    let mut params = CertificateParams::new(names.to_vec()).map_err(gen_err)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "katalog webhook");
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let mut params = crate::tls::serving_params(names).map_err(gen_err)?;
     params.not_before = offset(now - BACKDATE.as_secs() as i64)?;
     params.not_after = offset(not_after)?;
     let key = KeyPair::generate().map_err(gen_err)?;

@@ -160,34 +160,30 @@ impl DevCa {
     /// A serving certificate (PEM) and its key (PEM) for `localhost`,
     /// `127.0.0.1`, `::1` and the given DNS names.
     pub fn issue(&self, dns_names: &[String]) -> Result<(String, String), TlsError> {
-        use rcgen::{
-            CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
-        };
+        use rcgen::{Issuer, KeyPair};
         let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
         let issuer = Issuer::new(self.params.clone(), &self.key);
-        let mut names = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-        ];
-        for n in dns_names {
-            if !names.contains(n) {
-                names.push(n.clone());
-            }
-        }
-        let mut params = CertificateParams::new(names).map_err(err)?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "katalog webhook");
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let params = serving_params(&crate::selfsigned::serving_names(dns_names)).map_err(err)?;
         let key = KeyPair::generate().map_err(err)?;
         let cert = params.signed_by(&key, &issuer).map_err(err)?;
         Ok((cert.pem(), key.serialize_pem()))
     }
+}
+
+/// What every serving certificate of the engine is: for `names`, CN
+/// `katalog webhook`, usable for TLS server authentication only.
+pub(crate) fn serving_params(names: &[String]) -> Result<rcgen::CertificateParams, rcgen::Error> {
+    use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyUsagePurpose};
+    let mut params = CertificateParams::new(names.to_vec())?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "katalog webhook");
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    Ok(params)
 }
 
 /// Generate a CA and a serving certificate for `localhost`, `127.0.0.1`,

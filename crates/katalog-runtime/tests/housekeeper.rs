@@ -30,25 +30,6 @@ const CRD: &str = "crontabs.stable.example.com";
 /// How long a restore may take before the test fails (the target is 2 s).
 const RESTORE: Duration = Duration::from_secs(10);
 
-const ADMISSION: &str = r#"
-apiVersion: katalog.dev/v1alpha1
-kind: Katalog
-metadata:
-  name: crontab-admission
-spec:
-  admission:
-    validations:
-      - name: crontab-registry
-        resources: [stable.example.com/v1/crontabs]
-        path: spec.image
-        check: { prefix: registry.example.com/ }
-        message: crontab images come from registry.example.com
-    mutations:
-      - name: crontab-timeout
-        resources: [stable.example.com/v1/crontabs]
-        default: { path: spec.timeoutSeconds, value: 30 }
-"#;
-
 struct Clients {
     rt: tokio::runtime::Runtime,
     validating: Api<ValidatingWebhookConfiguration>,
@@ -154,7 +135,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
     let env = start_env(t);
     apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
 
-    let (katalog, server) = Katalog::crontab_with("housekeeper-katalog", ADMISSION);
+    let (katalog, server) = Katalog::crontab_with("housekeeper-katalog", CRONTAB_ADMISSION);
     let first = server.state.current().expect("the Katalog loaded");
     assert!(!first.ir.admission.mutations.is_empty());
     let url = format!("https://{}", server.addr);
@@ -249,7 +230,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
     assert!(!last.changed(), "{last:?}");
 
     // (f) A reload without the mutations: the mutating configuration goes.
-    let without = ADMISSION
+    let without = CRONTAB_ADMISSION
         .split("    mutations:")
         .next()
         .expect("the validations");

@@ -43,25 +43,6 @@ const CRD: &str = "crontabs.stable.example.com";
 /// How long a restore may take before the test fails (the target is 2 s).
 const RESTORE: Duration = Duration::from_secs(10);
 
-const ADMISSION: &str = r#"
-apiVersion: katalog.dev/v1alpha1
-kind: Katalog
-metadata:
-  name: crontab-admission
-spec:
-  admission:
-    validations:
-      - name: crontab-registry
-        resources: [stable.example.com/v1/crontabs]
-        path: spec.image
-        check: { prefix: registry.example.com/ }
-        message: crontab images come from registry.example.com
-    mutations:
-      - name: crontab-timeout
-        resources: [stable.example.com/v1/crontabs]
-        default: { path: spec.timeoutSeconds, value: 30 }
-"#;
-
 /// The kube-rs side of the test: reads of the Secret and of everything
 /// that carries a caBundle.
 struct Clients {
@@ -284,7 +265,7 @@ fn setup(t: &str) -> (katalog_testenv::TestEnv, Scratch) {
     let dir = Scratch::new(t);
     let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
-    std::fs::write(dir.path("admission.yaml"), ADMISSION).expect("writing admission.yaml");
+    std::fs::write(dir.path("admission.yaml"), CRONTAB_ADMISSION).expect("writing admission.yaml");
     (env, dir)
 }
 

@@ -84,6 +84,28 @@ impl Drop for Scratch {
     }
 }
 
+/// Admission for CronTabs, served beside `katalogs/crontab.yaml` by the
+/// cluster tests: a validation (images from registry.example.com) and a
+/// mutation (a default timeout of 30).
+pub const CRONTAB_ADMISSION: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata:
+  name: crontab-admission
+spec:
+  admission:
+    validations:
+      - name: crontab-registry
+        resources: [stable.example.com/v1/crontabs]
+        path: spec.image
+        check: { prefix: registry.example.com/ }
+        message: crontab images come from registry.example.com
+    mutations:
+      - name: crontab-timeout
+        resources: [stable.example.com/v1/crontabs]
+        default: { path: spec.timeoutSeconds, value: 30 }
+"#;
+
 /// A katalog server on 127.0.0.1:<ephemeral> serving one Katalog, with a
 /// certificate from [`ca`] for 127.0.0.1.
 pub struct Katalog {
