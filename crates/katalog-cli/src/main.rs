@@ -848,7 +848,7 @@ fn self_signed(
     ),
     Exit,
 > {
-    use katalog_runtime::selfsigned::{Policy, SecretRef, SelfSigned};
+    use katalog_runtime::selfsigned::{Policy, SecretRef, SelfSigned, ServingFiles};
     let usage = |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), 2);
     let secret: SecretRef = secret.parse().map_err(usage)?;
     let mut selfsigned = SelfSigned::new(secret.clone(), names);
@@ -861,15 +861,13 @@ fn self_signed(
     };
     selfsigned.policy.check().map_err(usage)?;
     selfsigned.check_interval = args.cert_check_interval;
-    let dir = std::env::temp_dir().join(format!(
-        "katalog-{}-{}-{}",
-        secret.namespace,
-        secret.name,
-        std::process::id()
-    ));
+    let fail = |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), 1);
+    let files =
+        ServingFiles::create_private(&format!("katalog-{}-{}", secret.namespace, secret.name))
+            .map_err(fail)?;
     let prepared = selfsigned
-        .prepare(args.kubeconfig.as_deref(), dir)
-        .map_err(|e| Exit(format!("error: {e}"), 1))?;
+        .prepare(args.kubeconfig.as_deref(), files)
+        .map_err(fail)?;
     let applied = &prepared.applied;
     eprintln!(
         "certificate: Secret {secret} {}{}",

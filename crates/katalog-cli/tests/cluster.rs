@@ -242,9 +242,31 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
     });
 
     // The private certificate directory exists while it serves ...
-    let pid = serve.child.id();
-    let dir = std::env::temp_dir().join(format!("katalog-{NAMESPACE}-{SECRET}-{pid}"));
+    let prefix = format!("katalog-{NAMESPACE}-{SECRET}-{}-", serve.child.id());
+    let dirs: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
+        .expect("the temporary directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .collect();
+    assert_eq!(dirs.len(), 1, "{prefix}*: {dirs:?}");
+    let dir = dirs[0].clone();
     assert!(dir.join("tls.pem").is_file(), "{}", dir.display());
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&dir)
+            .expect("the directory")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        let mode = std::fs::metadata(dir.join("tls.pem"))
+            .expect("tls.pem")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
     // ... and is removed by a graceful stop.
     let status = serve.terminate();
     assert!(status.success(), "katalog serve exited with {status}");

@@ -586,7 +586,7 @@ pub(crate) async fn watch_loop<K>(
                 match api.list_metadata(&lp).await {
                     Ok(list) => list.metadata.resource_version.unwrap_or_default(),
                     Err(e) => {
-                        tracing::warn!(kind, error = %e, "housekeeper: list failed; retrying");
+                        tracing::warn!(kind, error = %e, "list for a watch failed; retrying");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(longest);
                         continue;
@@ -604,7 +604,7 @@ pub(crate) async fn watch_loop<K>(
         let stream = match api.watch(&wp, &rv).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(kind, error = %e, "housekeeper: watch failed; retrying");
+                tracing::warn!(kind, error = %e, "watch failed; retrying");
                 version = None;
                 let _ = tx.send(Trigger::WatchRestarted { kind });
                 tokio::time::sleep(backoff).await;
@@ -622,12 +622,12 @@ pub(crate) async fn watch_loop<K>(
                     continue;
                 }
                 Ok(WatchEvent::Error(status)) => {
-                    tracing::debug!(kind, code = status.code, message = %status.message, "housekeeper: watch error");
+                    tracing::debug!(kind, code = status.code, message = %status.message, "watch error");
                     failed = true;
                     break;
                 }
                 Err(e) => {
-                    tracing::warn!(kind, error = %e, "housekeeper: watch stream failed");
+                    tracing::warn!(kind, error = %e, "watch stream failed");
                     failed = true;
                     break;
                 }

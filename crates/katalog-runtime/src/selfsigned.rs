@@ -55,7 +55,8 @@ pub const TLS_CRT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
 
 /// How far back `notBefore` is set, so a peer whose clock is behind accepts
-/// a certificate at once.
+/// a certificate at once. The age of a CA this module made is counted from
+/// `notBefore + BACKDATE`.
 pub const BACKDATE: Duration = Duration::from_secs(3600);
 
 /// How many times [`SelfSigned::ensure`] reads and writes again after losing
@@ -86,6 +87,10 @@ pub enum SelfSignedError {
     },
     #[error("failed to write Secret {0}: other writers kept changing it")]
     Contended(SecretRef),
+    #[error(
+        "failed to use Secret {secret}: it exists, is not labelled {MANAGED_BY_LABEL}={MANAGER}, and {why}; katalog does not overwrite it (name another Secret, or delete this one)"
+    )]
+    Foreign { secret: SecretRef, why: String },
     #[error("failed to write the serving certificate to {path}: {source}")]
     Files {
         path: String,
@@ -207,7 +212,7 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         _ => return Err(format!("{s:?}: the unit must be s, m, h or d")),
     };
     match number.trim().parse::<f64>() {
-        Ok(n) if n.is_finite() && n > 0.0 && n * scale < 1e11 => {
+        Ok(n) if n.is_finite() && n * scale >= 0.001 && n * scale < 1e11 => {
             Ok(Duration::from_secs_f64(n * scale))
         }
         _ => Err(format!(
@@ -233,7 +238,7 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 /// The PEM texts the Secret holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Material {
     /// Every trusted CA, newest first: the `caBundle`.
     pub ca_bundle: String,
@@ -241,6 +246,18 @@ pub struct Material {
     pub ca_key: String,
     pub cert: String,
     pub key: String,
+}
+
+/// Certificates in full, keys redacted: a Debug print never leaks a key.
+impl fmt::Debug for Material {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Material")
+            .field("ca_bundle", &self.ca_bundle)
+            .field("ca_key", &"<redacted>")
+            .field("cert", &self.cert)
+            .field("key", &"<redacted>")
+            .finish()
+    }
 }
 
 impl Material {
@@ -306,15 +323,17 @@ pub enum Plan {
 struct Ca {
     pem: String,
     der: CertificateDer<'static>,
+    not_before: i64,
     not_after: i64,
     public_key: Vec<u8>,
 }
 
 fn ca_from_der(der: CertificateDer<'static>) -> std::result::Result<Ca, String> {
-    let (not_after, public_key) = {
+    let (not_before, not_after, public_key) = {
         let (_, x509) = x509_parser::parse_x509_certificate(&der)
             .map_err(|e| format!("ca.crt holds an unreadable certificate: {e}"))?;
         (
+            x509.validity().not_before.timestamp(),
             x509.validity().not_after.timestamp(),
             x509.public_key().subject_public_key.data.to_vec(),
         )
@@ -322,6 +341,7 @@ fn ca_from_der(der: CertificateDer<'static>) -> std::result::Result<Ca, String> 
     Ok(Ca {
         pem: pem_encode("CERTIFICATE", &der),
         der,
+        not_before,
         not_after,
         public_key,
     })
@@ -462,6 +482,37 @@ fn serving_expiry(
     Ok(not_after)
 }
 
+/// The DNS names and IP addresses a certificate covers (none when unreadable).
+fn subject_alt_names(cert_pem: &str) -> Vec<String> {
+    use x509_parser::extensions::GeneralName;
+    let Some(der) = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .next()
+        .and_then(Result::ok)
+    else {
+        return Vec::new();
+    };
+    let Ok((_, x509)) = x509_parser::parse_x509_certificate(&der) else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = x509.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::DNSName(d) => Some(d.to_string()),
+            GeneralName::IPAddress(b) => match <[u8; 4]>::try_from(*b) {
+                Ok(v4) => Some(std::net::Ipv4Addr::from(v4).to_string()),
+                Err(_) => <[u8; 16]>::try_from(*b)
+                    .ok()
+                    .map(|v6| std::net::Ipv6Addr::from(v6).to_string()),
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 /// The names every serving certificate covers: `localhost`, `127.0.0.1`,
 /// `::1`, then `extra` (e.g. the Service's DNS names).
 pub fn serving_names(extra: &[String]) -> Vec<String> {
@@ -562,6 +613,11 @@ pub fn plan(
         m.ca_key.clone(),
         trusted[0].not_after,
     );
+    // A CA added by a recent step (this replica's or another's) is not in
+    // every caBundle yet either: while it is younger than `propagation`, a
+    // certificate that is still valid is kept rather than re-issued by it.
+    let newest_is_young = trusted.len() > 1
+        && now - (trusted[0].not_before + secs(BACKDATE)) < secs(policy.propagation);
     let mut ca_key_pem = m.ca_key.clone();
     let mut new_ca_added = false;
     if trusted[0].not_after - now < secs(policy.ca_rotate_before) {
@@ -589,6 +645,7 @@ pub fn plan(
         };
     let (cert, key) = match serving_expiry(m, &trusted, names, now) {
         Ok(expiry) if expiry - now >= margin => (m.cert.clone(), m.key.clone()),
+        Ok(_) if newest_is_young && !new_ca_added => (m.cert.clone(), m.key.clone()),
         verdict => {
             let why = match verdict {
                 Ok(expiry) => format!(
@@ -600,8 +657,17 @@ pub fn plan(
             };
             let (ca_pem, ca_key, ca_expiry) = &signing;
             let not_after = (now + secs(policy.cert_validity)).min(*ca_expiry);
+            // Keep covering what the certificate covered: replicas started
+            // with other names (a rolling update that renames the Service)
+            // then accept it instead of re-issuing it for themselves in turn.
+            let mut covered = names.to_vec();
+            for name in subject_alt_names(&m.cert) {
+                if !covered.contains(&name) {
+                    covered.push(name);
+                }
+            }
             reasons.push(format!("re-issued the serving certificate: {why}"));
-            issue(ca_pem, ca_key, names, now, not_after)?
+            issue(ca_pem, ca_key, &covered, now, not_after)?
         }
     };
     let material = Material {
@@ -631,7 +697,8 @@ pub struct ServingFiles {
 }
 
 impl ServingFiles {
-    /// Creates `dir` (mode 0700).
+    /// Creates `dir` (mode 0700). It must not exist yet: a directory made
+    /// by someone else beforehand is refused, not trusted with the key.
     pub fn create(dir: PathBuf) -> Result<ServingFiles> {
         use std::os::unix::fs::DirBuilderExt as _;
         let io = |source| SelfSignedError::Files {
@@ -639,11 +706,36 @@ impl ServingFiles {
             source,
         };
         std::fs::DirBuilder::new()
-            .recursive(true)
             .mode(0o700)
             .create(&dir)
             .map_err(io)?;
         Ok(ServingFiles { dir })
+    }
+
+    /// A new directory in the temporary directory whose name starts with
+    /// `prefix`, followed by the process id and a random part.
+    pub fn create_private(prefix: &str) -> Result<ServingFiles> {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let mut last = None;
+        for _ in 0..8 {
+            let random = std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish();
+            let dir =
+                std::env::temp_dir().join(format!("{prefix}-{}-{random:016x}", std::process::id()));
+            match ServingFiles::create(dir) {
+                Ok(files) => return Ok(files),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| SelfSignedError::Files {
+            path: prefix.into(),
+            source: std::io::Error::other("no directory could be created"),
+        }))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Certificate chain and key (PEM): the server's `tls_cert` and `tls_key`.
@@ -772,6 +864,25 @@ impl SelfSigned {
                 }
                 None => Err("the Secret does not exist".to_string()),
             };
+            // A Secret katalog did not write is used only when it holds the
+            // four keys (made by hand for katalog); anything else, such as
+            // another tool's TLS Secret, is left alone.
+            if let (Some(secret), Err(why)) = (&existing, &stored) {
+                let ours = secret
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(MANAGED_BY_LABEL))
+                    .is_some_and(|v| v == MANAGER);
+                if !ours {
+                    return Err(SelfSignedError::Foreign {
+                        secret: self.secret.clone(),
+                        why: why
+                            .trim_start_matches("the Secret is unusable: ")
+                            .to_string(),
+                    });
+                }
+            }
             let now = SystemTime::now();
             let stored_plan = match &stored {
                 Ok(m) => Some(plan(Ok(m), &label, &self.names, &self.policy, now)?),
@@ -869,13 +980,16 @@ impl SelfSigned {
             .get_or_insert_with(BTreeMap::new)
             .insert(MANAGED_BY_LABEL.into(), MANAGER.into());
         metadata.managed_fields = None;
+        // Other keys someone added are kept.
+        let mut data = existing.and_then(|s| s.data.clone()).unwrap_or_default();
+        data.extend(material.data());
         let secret = Secret {
             metadata,
             // The type of a Secret cannot change: keep the existing one.
             type_: existing
                 .and_then(|s| s.type_.clone())
                 .or_else(|| Some("kubernetes.io/tls".into())),
-            data: Some(material.data()),
+            data: Some(data),
             ..Secret::default()
         };
         match existing {
@@ -893,8 +1007,8 @@ impl SelfSigned {
 
     /// At start, before the server listens: ensure the Secret (a client from
     /// `kubeconfig`, or inferred as kubectl does) and write what to serve
-    /// into `dir`.
-    pub fn prepare(&self, kubeconfig: Option<&Path>, dir: PathBuf) -> Result<Prepared> {
+    /// into `files`.
+    pub fn prepare(&self, kubeconfig: Option<&Path>, files: ServingFiles) -> Result<Prepared> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -905,7 +1019,6 @@ impl SelfSigned {
                 .map_err(|e| SelfSignedError::Client(e.to_string()))?;
             self.ensure(&client, None).await
         })?;
-        let files = ServingFiles::create(dir)?;
         files.write(&applied.material)?;
         Ok(Prepared {
             ca_bundle: Arc::new(ArcSwap::from_pointee(
@@ -943,13 +1056,11 @@ impl Prepared {
         let files = Arc::new(files);
         let on_change = {
             let files = files.clone();
-            move |m: &Material| {
-                if let Err(e) = files.write(m) {
-                    tracing::error!(error = %e, "the rotated certificate could not be written; the previous one keeps serving");
-                    return;
-                }
-                let _ = state.reload_cert();
+            move |m: &Material| -> std::result::Result<(), String> {
+                files.write(m).map_err(|e| e.to_string())?;
+                state.reload_cert()?;
                 ca_bundle.store(Arc::new(m.ca_bundle.as_bytes().to_vec()));
+                Ok(())
             }
         };
         let mut handle = selfsigned.spawn(kubeconfig, applied.material, on_change);
@@ -978,6 +1089,7 @@ pub struct KeeperHandle {
     status: Arc<Mutex<KeeperStatus>>,
     current: Arc<ArcSwap<Material>>,
     stop: watch::Sender<bool>,
+    done: std::sync::mpsc::Receiver<()>,
     thread: Option<std::thread::JoinHandle<()>>,
     files: Option<Arc<ServingFiles>>,
 }
@@ -996,10 +1108,19 @@ impl KeeperHandle {
         self.shutdown();
     }
 
+    /// Stops the thread; waits at most 5 s for it (a request to the
+    /// apiserver in flight is abandoned).
     fn shutdown(&mut self) {
         let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            match self.done.recv_timeout(Duration::from_secs(5)) {
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = t.join();
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::warn!("the certificate keeper did not stop in time; leaving it");
+                }
+            }
         }
     }
 }
@@ -1011,18 +1132,21 @@ impl Drop for KeeperHandle {
 }
 
 impl SelfSigned {
-    /// Keeps the Secret and `serving` in step on a thread of its own: on
-    /// every watch event on the Secret and every `check_interval`. Each
-    /// change of what is served is handed to `on_change`.
+    /// Keeps the Secret and `serving` in step on a thread of its own: at
+    /// start, on every watch event on the Secret and every `check_interval`.
+    /// Each change of what is served is handed to `on_change`; until that
+    /// succeeds, what was served before still counts as served, so the next
+    /// check hands the change over again.
     pub fn spawn(
         self,
         kubeconfig: Option<PathBuf>,
         serving: Material,
-        on_change: impl FnMut(&Material) + Send + 'static,
+        on_change: impl FnMut(&Material) -> std::result::Result<(), String> + Send + 'static,
     ) -> KeeperHandle {
         let status = Arc::new(Mutex::new(KeeperStatus::default()));
         let current = Arc::new(ArcSwap::from_pointee(serving));
         let (stop_tx, stop_rx) = watch::channel(false);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
         let thread = {
             let status = status.clone();
             let current = current.clone();
@@ -1036,17 +1160,23 @@ impl SelfSigned {
                         Ok(rt) => {
                             rt.block_on(self.run(kubeconfig, current, status, on_change, stop_rx))
                         }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "the certificate keeper did not start")
-                        }
+                        Err(e) => tracing::error!(error = %e, "the certificate keeper did not start: certificates will not rotate"),
                     }
+                    let _ = done_tx.send(());
                 })
-                .ok()
+        };
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::error!(error = %e, "the certificate keeper thread did not start: certificates will not rotate");
+                None
+            }
         };
         KeeperHandle {
             status,
             current,
             stop: stop_tx,
+            done: done_rx,
             thread,
             files: None,
         }
@@ -1057,11 +1187,15 @@ impl SelfSigned {
         kubeconfig: Option<PathBuf>,
         current: Arc<ArcSwap<Material>>,
         status: Arc<Mutex<KeeperStatus>>,
-        mut on_change: impl FnMut(&Material),
+        mut on_change: impl FnMut(&Material) -> std::result::Result<(), String>,
         mut stop: watch::Receiver<bool>,
     ) {
         let client = loop {
-            match crate::cluster::client(kubeconfig.as_deref()).await {
+            let made = tokio::select! {
+                _ = stop.changed() => return,
+                c = crate::cluster::client(kubeconfig.as_deref()) => c,
+            };
+            match made {
                 Ok(c) => break c,
                 Err(e) => {
                     tracing::warn!(error = %e, "certificates: no Kubernetes client; retrying");
@@ -1085,10 +1219,8 @@ impl SelfSigned {
             tx,
             self.backoff,
         ));
-        let mut tick = tokio::time::interval_at(
-            tokio::time::Instant::now() + self.check_interval,
-            self.check_interval,
-        );
+        // The first tick is at once: what changed since `prepare` is seen.
+        let mut tick = tokio::time::interval(self.check_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -1122,15 +1254,23 @@ impl SelfSigned {
                         s.writes += 1;
                     }
                     if applied.material != *serving {
-                        s.changes += 1;
-                        tracing::info!(
-                            secret = %self.secret,
-                            action = %applied.action,
-                            cas = applied.material.ca_count(),
-                            "serving a new self-signed certificate"
-                        );
-                        on_change(&applied.material);
-                        current.store(Arc::new(applied.material));
+                        match on_change(&applied.material) {
+                            Ok(()) => {
+                                s.changes += 1;
+                                tracing::info!(
+                                    secret = %self.secret,
+                                    action = %applied.action,
+                                    cas = applied.material.ca_count(),
+                                    "serving a new self-signed certificate"
+                                );
+                                current.store(Arc::new(applied.material));
+                            }
+                            Err(e) => {
+                                tracing::error!(secret = %self.secret, error = %e, "the new certificate could not be served; the previous one keeps serving; retrying at the next check");
+                                s.errors += 1;
+                                s.last_error = Some(e);
+                            }
+                        }
                     }
                 }
                 Err(e) => {
@@ -1371,6 +1511,67 @@ mod tests {
         }
     }
 
+    /// Replicas down across the CA's rotation window: the step that adds
+    /// the successor must re-issue with the old CA (clamped to its expiry),
+    /// and the next checks, though the certificate is due, keep it until the
+    /// successor is `propagation` old.
+    #[test]
+    fn a_young_ca_does_not_sign_while_the_served_certificate_is_valid() {
+        crate::tls::install_crypto_provider();
+        let t0 = SystemTime::now();
+        let (m, _) = written(plan_at(Err("none"), t0));
+        let old_ca = m.ca_bundle.clone();
+        let t1 = t0 + Duration::from_secs(990);
+        let (m1, reasons) = written(plan_at(Ok(&m), t1));
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert!(reasons[0].starts_with("a new CA: "), "{reasons:?}");
+        assert_eq!(m1.ca_count(), 2);
+        assert_eq!(signers(&m1, t1), std::slice::from_ref(&old_ca));
+        for after in [1, 5, 9] {
+            let t = t1 + Duration::from_secs(after);
+            assert_eq!(plan_at(Ok(&m1), t), Plan::Keep, "+{after}s");
+        }
+        let t2 = t1 + Duration::from_secs(11);
+        let (m2, reasons) = written(plan_at(Ok(&m1), t2));
+        assert!(
+            reasons.iter().any(|r| r.starts_with("re-issued")),
+            "{reasons:?}"
+        );
+        assert_eq!(m2.ca_count(), 1, "the old CA expired at +1000s");
+        assert_ne!(signers(&m2, t2), [old_ca]);
+    }
+
+    #[test]
+    fn a_reissued_certificate_keeps_the_names_it_covered() {
+        crate::tls::install_crypto_provider();
+        let t0 = SystemTime::now();
+        let (m, _) = written(plan_at(Err("none"), t0));
+        let renamed = serving_names(&["katalog.other-ns.svc".into()]);
+        let (r, reasons) = written(plan(Ok(&m), "test/certs", &renamed, &policy(), t0).unwrap());
+        assert!(reasons[0].contains("katalog.other-ns.svc"), "{reasons:?}");
+        assert_eq!(
+            plan(Ok(&r), "test/certs", &renamed, &policy(), t0).unwrap(),
+            Plan::Keep
+        );
+        assert_eq!(
+            plan_at(Ok(&r), t0),
+            Plan::Keep,
+            "the old names still verify"
+        );
+        let mut names = subject_alt_names(&r.cert);
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "127.0.0.1",
+                "::1",
+                "katalog.katalog-system.svc",
+                "katalog.other-ns.svc",
+                "localhost"
+            ]
+        );
+    }
+
     #[test]
     fn policies_that_cannot_work_are_refused() {
         assert!(Policy::default().check().is_ok());
@@ -1419,7 +1620,16 @@ mod tests {
             );
         }
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "0s", "-3d", "5w", "d", "NaNs", "1e300d"] {
+        for bad in [
+            "",
+            "0s",
+            "-3d",
+            "5w",
+            "d",
+            "NaNs",
+            "1e300d",
+            "0.0000000001s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
         assert_eq!(

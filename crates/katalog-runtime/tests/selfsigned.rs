@@ -29,7 +29,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
 use katalog_runtime::registration::{Registration, Target};
 use katalog_runtime::selfsigned::{
-    Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, SharedCaBundle, plan,
+    Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles,
+    SharedCaBundle, plan,
 };
 use katalog_runtime::{cluster, tls};
 use kube::Api;
@@ -182,7 +183,10 @@ impl Engine {
         let kubeconfig = env.kubeconfig();
         let scratch = Scratch::new("selfsigned");
         let prepared = selfsigned
-            .prepare(Some(&kubeconfig), scratch.path("certs"))
+            .prepare(
+                Some(&kubeconfig),
+                ServingFiles::create(scratch.path("certs")).expect("a private directory"),
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         let initial = prepared.applied.action;
         let ca_bundle = prepared.ca_bundle.clone();
@@ -229,6 +233,42 @@ impl Engine {
         }
         self.server.take();
     }
+}
+
+/// A usable certificate other than the one in the Secret.
+fn new_material(selfsigned: &SelfSigned) -> Material {
+    match plan(
+        Err("replaced by hand"),
+        "by-hand",
+        &selfsigned.names,
+        &selfsigned.policy,
+        std::time::SystemTime::now(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    {
+        Plan::Write { material, .. } => material,
+        Plan::Keep => panic!("a plan for a missing Secret writes"),
+    }
+}
+
+/// Writes `material` into the Secret, as a person or another replica would.
+fn replace_material(kube: &Clients, name: &str, material: &Material) {
+    let mut secret = kube.secret(name).expect("the Secret");
+    secret.metadata.managed_fields = None;
+    secret.data = Some(
+        [
+            ("ca.crt", &material.ca_bundle),
+            ("ca.key", &material.ca_key),
+            ("tls.crt", &material.cert),
+            ("tls.key", &material.key),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+        .collect(),
+    );
+    kube.rt
+        .block_on(kube.secrets.replace(name, &Default::default(), &secret))
+        .expect("replacing the Secret");
 }
 
 /// A CronTab created at v1beta1 (not the storage version): the apiserver
@@ -301,6 +341,39 @@ fn the_secret_is_generated_reused_and_restored() {
         err.starts_with("failed to write Secret no-such-namespace/katalog-certs: ")
             && err.contains("not found"),
         "{err}"
+    );
+
+    // Another Secret of that name, not katalog's: refused, left as it is.
+    ok(env.kubectl([
+        "create",
+        "secret",
+        "generic",
+        "app-credentials",
+        "-n",
+        NAMESPACE,
+        "--from-literal=password=hunter2",
+    ]));
+    let foreign = SelfSigned::new(
+        SecretRef {
+            namespace: NAMESPACE.into(),
+            name: "app-credentials".into(),
+        },
+        &[],
+    );
+    let before = kube.secret("app-credentials").expect("the Secret");
+    let err = kube
+        .rt
+        .block_on(foreign.ensure(&kube.client, None))
+        .expect_err("not katalog's Secret")
+        .to_string();
+    assert_eq!(
+        err,
+        "failed to use Secret katalog-system/app-credentials: it exists, is not labelled app.kubernetes.io/managed-by=katalog, and it has no ca.crt; katalog does not overwrite it (name another Secret, or delete this one)"
+    );
+    let after = kube.secret("app-credentials").expect("the Secret");
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
     );
 
     // (a) Generated into a new Secret, served, and registered.
@@ -432,35 +505,8 @@ fn the_secret_is_generated_reused_and_restored() {
 
     // (f) Another usable certificate written into the Secret (by another
     // replica, or by hand) is adopted: served, and its CA registered.
-    let Plan::Write {
-        material: other, ..
-    } = plan(
-        Err("replaced by hand"),
-        "by-hand",
-        &selfsigned.names,
-        &selfsigned.policy,
-        std::time::SystemTime::now(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-    else {
-        panic!("a plan for a missing Secret writes");
-    };
-    let mut secret = kube.secret(name).expect("the Secret");
-    secret.metadata.managed_fields = None;
-    secret.data = Some(
-        [
-            ("ca.crt", &other.ca_bundle),
-            ("ca.key", &other.ca_key),
-            ("tls.crt", &other.cert),
-            ("tls.key", &other.key),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-        .collect(),
-    );
-    kube.rt
-        .block_on(kube.secrets.replace(name, &Default::default(), &secret))
-        .expect("replacing the Secret");
+    let other = new_material(&selfsigned);
+    replace_material(&kube, name, &other);
     let f = within("the replaced certificate served and registered", || {
         served_certificate(engine.addr(), other.ca_bundle.as_bytes()) == Ok(pem_der(&other.cert))
             && kube.bundles(name) == [(); 3].map(|_| other.ca_bundle.as_bytes().to_vec())
@@ -474,12 +520,44 @@ fn the_secret_is_generated_reused_and_restored() {
     });
     assert_eq!(engine.keeper().status().changes, 1);
     assert_eq!(*engine.keeper().current(), other);
-    assert_eq!(kube.material(name), Some(other));
+    assert_eq!(kube.material(name), Some(other.clone()));
     eventually(
         "the apiserver trusts the adopted certificate",
         RESTORE,
         || create_crontab(&env, "ct", "d"),
     );
+
+    // (g) A change that cannot be served (say, the disk is full) is handed
+    // over again at the next check, and only then counts as served.
+    let calls = Arc::new(std::sync::Mutex::new(Vec::<Material>::new()));
+    let mut quick = selfsigned.clone();
+    quick.check_interval = Duration::from_millis(200);
+    let flaky = quick.spawn(Some(env.kubeconfig()), other.clone(), {
+        let calls = calls.clone();
+        move |m: &Material| {
+            let mut calls = calls.lock().expect("the calls");
+            calls.push(m.clone());
+            if calls.len() == 1 {
+                Err("no space left on device".into())
+            } else {
+                Ok(())
+            }
+        }
+    });
+    let third = new_material(&selfsigned);
+    replace_material(&kube, name, &third);
+    within("the change handed over again", || {
+        calls.lock().map(|c| c.len()).unwrap_or(0) >= 2
+    });
+    within("the change served", || *flaky.current() == third);
+    let status = flaky.status();
+    assert_eq!((status.errors, status.changes), (1, 1), "{status:?}");
+    assert_eq!(
+        status.last_error.as_deref(),
+        Some("no space left on device")
+    );
+    assert!(calls.lock().expect("the calls").iter().all(|m| *m == third));
+    flaky.stop();
     engine.stop();
     for (what, d) in [("deleted", c), ("damaged", d), ("replaced", f)] {
         assert!(
