@@ -27,6 +27,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
+use katalog_runtime::leader::LeaderElection;
 use katalog_runtime::registration::{Registration, Target};
 use katalog_runtime::selfsigned::{
     Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles,
@@ -180,7 +181,25 @@ struct Engine {
 
 impl Engine {
     fn start(env: &katalog_testenv::TestEnv, katalog: &Path, selfsigned: &SelfSigned) -> Engine {
-        let kubeconfig = env.kubeconfig();
+        Engine::start_as(
+            &env.kubeconfig(),
+            katalog,
+            selfsigned,
+            &selfsigned.secret.name,
+            None,
+        )
+    }
+
+    /// With the identity of `kubeconfig`, registered as `name`, optionally
+    /// electing a leader.
+    fn start_as(
+        kubeconfig: &Path,
+        katalog: &Path,
+        selfsigned: &SelfSigned,
+        name: &str,
+        leader_election: Option<LeaderElection>,
+    ) -> Engine {
+        let kubeconfig = kubeconfig.to_path_buf();
         let scratch = Scratch::new("selfsigned");
         let prepared = selfsigned
             .prepare(
@@ -198,12 +217,13 @@ impl Engine {
             server.state.clone(),
         );
         let reg = Registration {
-            name: selfsigned.secret.name.clone(),
+            name: name.into(),
             target: Target::Url(server.url()),
             ca_bundle: ca_bundle.load().as_ref().clone(),
         };
         let housekeeper = Housekeeper {
             ca_bundle: Some(ca_bundle.clone()),
+            leader_election,
             ..Housekeeper::default()
         }
         .spawn_with_kubeconfig(Some(kubeconfig), server.state.clone(), reg);
@@ -678,5 +698,150 @@ fn certificates_rotate_while_the_apiserver_calls() {
             secs(d)
         );
     }
+    engine.stop();
+}
+
+/// A kubeconfig for the apiserver of `env` that authenticates with `token`
+/// only (no client certificate).
+fn token_kubeconfig(env: &katalog_testenv::TestEnv, token: &str, path: &Path) {
+    let ca = base64_encode(env.ca_pem().as_bytes());
+    let server = env.server_url();
+    assert!(server.starts_with("https://127.0.0.1:"), "{server}");
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+  - name: testenv
+    cluster: {{server: '{server}', certificate-authority-data: '{ca}'}}
+users:
+  - name: katalog
+    user: {{token: '{token}'}}
+contexts:
+  - name: katalog
+    context: {{cluster: testenv, user: katalog}}
+current-context: katalog
+"
+        ),
+    )
+    .expect("writing the kubeconfig");
+}
+
+/// The whole cluster side (self-signed Secret, registration, housekeeping,
+/// leader election) with the ServiceAccount of `deploy/rbac.yaml` and its
+/// token only: every permission it needs is there, and what it does not
+/// need is refused.
+#[test]
+fn least_privilege_from_deploy_rbac() {
+    let t = "rbac";
+    tls::install_crypto_provider();
+    let env = start_env(t);
+    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    ok(env.kubectl(["apply", "-f", &repo("deploy/rbac.yaml").to_string_lossy()]));
+    ok(env.kubectl(["create", "namespace", "ct"]));
+    let dir = Scratch::new(t);
+    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+    std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+    std::fs::write(dir.path("admission.yaml"), CRONTAB_ADMISSION).expect("writing admission.yaml");
+    let token = ok(env.kubectl([
+        "create",
+        "token",
+        "katalog",
+        "-n",
+        NAMESPACE,
+        "--duration=1h",
+    ]));
+    let kubeconfig = dir.path("katalog.kubeconfig");
+    token_kubeconfig(&env, token.trim(), &kubeconfig);
+
+    // What the ServiceAccount may not do.
+    let sa = "--as=system:serviceaccount:katalog-system:katalog";
+    for (verb, what, namespace) in [
+        ("get", "secrets/other", NAMESPACE),
+        ("list", "secrets", NAMESPACE),
+        ("delete", "secrets/katalog-tls", NAMESPACE),
+        ("get", "secrets/katalog-tls", "default"),
+        ("list", "pods", NAMESPACE),
+        ("delete", "customresourcedefinitions", ""),
+        ("create", "customresourcedefinitions", ""),
+        ("update", "leases/other", NAMESPACE),
+        ("list", "crontabs.stable.example.com", "ct"),
+    ] {
+        let mut args = vec!["auth", "can-i", verb, what, sa];
+        if !namespace.is_empty() {
+            args.extend(["-n", namespace]);
+        }
+        let out = env.kubectl(&args);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "no",
+            "the ServiceAccount may {verb} {what} in {namespace:?}"
+        );
+    }
+
+    let kube = Clients::new(&env.kubeconfig());
+    let selfsigned = SelfSigned::new(
+        SecretRef {
+            namespace: NAMESPACE.into(),
+            name: "katalog-tls".into(),
+        },
+        &["katalog.katalog-system.svc".into()],
+    );
+    let engine = Engine::start_as(
+        &kubeconfig,
+        &dir.path(""),
+        &selfsigned,
+        "katalog",
+        Some(LeaderElection {
+            namespace: NAMESPACE.into(),
+            ..LeaderElection::default()
+        }),
+    );
+    assert_eq!(engine.initial, Action::Created);
+    let first = kube.material("katalog-tls").expect("the Secret");
+    let took = within("registered with the ServiceAccount's permissions", || {
+        kube.bundles("katalog") == [(); 3].map(|_| first.ca_bundle.as_bytes().to_vec())
+    });
+    eprintln!("[{t}] registered in {}", secs(took));
+    eventually("the apiserver calls the webhooks", RESTORE, || {
+        create_crontab(&env, "ct", "a")
+    });
+    let lease = get_json(&env, &["get", "lease", "katalog-leader", "-n", NAMESPACE]);
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
+    );
+
+    // Restores need create (the Secret, a configuration) and watch.
+    ok(env.kubectl(["delete", "secret", "katalog-tls", "-n", NAMESPACE]));
+    within("the Secret restored", || {
+        kube.material("katalog-tls").as_ref() == Some(&first)
+    });
+    ok(env.kubectl([
+        "delete",
+        "validatingwebhookconfiguration",
+        "katalog-validating",
+    ]));
+    within("the validating configuration restored", || {
+        kube.bundles("katalog")[0] == first.ca_bundle.as_bytes()
+    });
+    create_crontab(&env, "ct", "b").unwrap_or_else(|e| panic!("{e}"));
+
+    let keeper = engine.keeper().status();
+    assert_eq!(
+        (keeper.errors, keeper.last_error.as_deref()),
+        (0, None),
+        "{keeper:?}"
+    );
+    let housekeeper = engine
+        .housekeeper
+        .as_ref()
+        .map(HousekeeperHandle::status)
+        .expect("a housekeeper");
+    assert!(housekeeper.is_leader(), "{housekeeper:?}");
+    assert_eq!(housekeeper.errors, 0, "{housekeeper:?}");
     engine.stop();
 }
