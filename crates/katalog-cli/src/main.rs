@@ -760,11 +760,17 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     }
     let housekeeping = if args.register {
         use katalog_runtime::registration::{Registration, Target};
+        // The caBundle follows its source: the Secret's CA, or the file
+        // (a mounted cert-manager ca.crt is rewritten when its CA rotates).
         let ca_path = args.ca_bundle.clone().or_else(|| dev_ca.clone());
-        let ca_bundle = match (&self_signed, ca_path) {
-            (Some((_, prepared)), _) => prepared.ca_bundle.load().as_ref().clone(),
-            (None, Some(p)) => std::fs::read(&p)
-                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+        let (source, watch) = match (&self_signed, ca_path) {
+            (Some((_, prepared)), _) => (prepared.ca_bundle.clone(), None),
+            (None, Some(p)) => {
+                let (bundle, watch) =
+                    katalog_runtime::reload::watch_ca_bundle(&p, config.reload_debounce)
+                        .map_err(|e| Exit(format!("error: {e}"), 2))?;
+                (bundle, Some(watch))
+            }
             (None, None) => {
                 return Err(Exit(
                     "error: --register needs --ca-bundle when --tls-cert is given".into(),
@@ -772,6 +778,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
                 ));
             }
         };
+        let ca_bundle = source.load().as_ref().clone();
         let target = match args.register_url.clone() {
             Some(u) => Target::Url(u),
             None => Target::Service {
@@ -790,19 +797,22 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             args.kubeconfig.clone(),
             seconds(args.resync, "resync")?,
             args.leader_election_namespace.clone(),
+            source,
+            watch,
         ))
     } else {
         None
     };
-    let ca_source = self_signed.as_ref().map(|(_, p)| p.ca_bundle.clone());
     let kubeconfig = args.kubeconfig.clone();
     katalog_runtime::server::run(config, move |addr, state| {
         let keeper = self_signed
             .map(|(selfsigned, prepared)| prepared.keep(selfsigned, kubeconfig, state.clone()));
-        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync, lease_namespace)| {
+        let mut ca_watch = None;
+        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync, lease_namespace, source, watch)| {
+            ca_watch = watch;
             katalog_runtime::housekeeper::Housekeeper {
                 resync,
-                ca_bundle: ca_source,
+                ca_bundle: Some(source),
                 leader_election: lease_namespace.map(|namespace| {
                     katalog_runtime::leader::LeaderElection {
                         namespace,
@@ -826,7 +836,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             );
         }
         // The housekeeper stops first: it may still register the caBundle.
-        (housekeeper, keeper)
+        (housekeeper, keeper, ca_watch)
     })
     .map_err(|e| Exit(format!("error: {e}"), 1))
 }

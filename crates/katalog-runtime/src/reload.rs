@@ -1,4 +1,4 @@
-//! Hot reload: watch the Katalog and the certificate files.
+//! Hot reload: watch the Katalog, the certificate files and the caBundle.
 //!
 //! A mounted ConfigMap or Secret is updated by the kubelet writing a new
 //! timestamped directory and renaming the `..data` symlink over the old one,
@@ -14,6 +14,7 @@ use std::time::Duration;
 use notify::RecommendedWatcher;
 use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
 
+use crate::selfsigned::SharedCaBundle;
 use crate::server::StartError;
 use crate::state::State;
 
@@ -94,4 +95,61 @@ pub fn watch(state: Arc<State>) -> Result<Watchers, StartError> {
     Ok(Watchers {
         _debouncers: vec![katalog, cert],
     })
+}
+
+/// PEM text that holds certificates and nothing unreadable.
+fn ca_bundle_of(bytes: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut n = 0;
+    for cert in CertificateDer::pem_slice_iter(bytes) {
+        cert.map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err("no CERTIFICATE block".into());
+    }
+    Ok(())
+}
+
+/// The caBundle in `path` (`--ca-bundle`, e.g. the `ca.crt` of a mounted
+/// cert-manager Secret), read again whenever the file changes, so the
+/// housekeeper registers a rotated CA. A file that is not PEM certificates
+/// is an error at start and, later, keeps the previous bundle.
+pub fn watch_ca_bundle(
+    path: &Path,
+    debounce: Duration,
+) -> Result<(SharedCaBundle, Watchers), StartError> {
+    let read = |path: &Path| -> Result<Vec<u8>, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        ca_bundle_of(&bytes)?;
+        Ok(bytes)
+    };
+    let first = read(path).map_err(|message| StartError::CaBundle {
+        path: path.display().to_string(),
+        message,
+    })?;
+    let bundle: SharedCaBundle = Arc::new(arc_swap::ArcSwap::from_pointee(first));
+    let watcher = {
+        let bundle = bundle.clone();
+        let path = path.to_path_buf();
+        watch_dirs(vec![dir_of(&path)], debounce, move || match read(&path) {
+            Ok(bytes) if **bundle.load() != bytes => {
+                tracing::info!(path = %path.display(), "caBundle changed; registering it");
+                bundle.store(Arc::new(bytes));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(
+                path = %path.display(),
+                error = %e,
+                "caBundle unreadable; the previous one stays registered"
+            ),
+        })?
+    };
+    Ok((
+        bundle,
+        Watchers {
+            _debouncers: vec![watcher],
+        },
+    ))
 }

@@ -561,6 +561,8 @@ pub enum StartError {
     },
     #[error("failed to watch {path}: {message}")]
     Watch { path: String, message: String },
+    #[error("failed to read the caBundle {path}: {message}")]
+    CaBundle { path: String, message: String },
 }
 
 /// Load the certificate and the Katalog, start watching both, bind and

@@ -265,3 +265,87 @@ fn housekeeper_restores_and_follows_the_katalog() {
         assert!(d < Duration::from_secs(2), "{what} restored in {}", secs(d));
     }
 }
+
+/// The caBundle of every webhook the housekeeper owns (validating, mutating,
+/// CRD conversion), absent ones as empty.
+fn registered_bundles(kube: &Clients) -> [Vec<u8>; 3] {
+    let v = kube
+        .validating()
+        .and_then(|c| c.webhooks?.first()?.client_config.ca_bundle.clone());
+    let m = kube
+        .mutating()
+        .and_then(|c| c.webhooks?.first()?.client_config.ca_bundle.clone());
+    let c = kube
+        .crd()
+        .spec
+        .conversion
+        .and_then(|c| c.webhook?.client_config?.ca_bundle);
+    [v, m, c].map(|b| b.map(|b| b.0).unwrap_or_default())
+}
+
+fn write_by_rename(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("writing the caBundle");
+    std::fs::rename(&tmp, path).expect("renaming the caBundle");
+}
+
+/// `--ca-bundle FILE` (a mounted cert-manager `ca.crt`): when the file is
+/// rewritten with a rotated CA, the housekeeper registers it everywhere; a
+/// file that is not certificates keeps the previous bundle.
+#[test]
+fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
+    let t = "ca-bundle file";
+    let env = start_env(t);
+    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    let (_katalog, server) = Katalog::crontab_with("ca-file-katalog", CRONTAB_ADMISSION);
+    let kube = Clients::new(&env.kubeconfig());
+    let files = Scratch::new("ca-file");
+    let path = files.path("ca.crt");
+    let first = ca().ca_pem().to_string();
+    write_by_rename(&path, &first);
+    let (bundle, _watch) =
+        katalog_runtime::reload::watch_ca_bundle(&path, Duration::from_millis(100))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let hk = housekeeper::Housekeeper {
+        ca_bundle: Some(bundle),
+        ..housekeeper::Housekeeper::default()
+    }
+    .spawn_with_kubeconfig(
+        Some(env.kubeconfig()),
+        server.state.clone(),
+        registration(NAME, &server.url()),
+    );
+    restored("the first registration", || {
+        registered_bundles(&kube) == [(); 3].map(|_| first.as_bytes().to_vec())
+    });
+
+    // cert-manager rotates: the new CA joins the bundle.
+    let next = katalog_runtime::tls::DevCa::generate().expect("a CA");
+    let rotated = format!("{first}{}", next.ca_pem());
+    write_by_rename(&path, &rotated);
+    let took = restored("the rotated caBundle", || {
+        registered_bundles(&kube) == [(); 3].map(|_| rotated.as_bytes().to_vec())
+    });
+    eprintln!(
+        "[{t}] rewritten caBundle registered everywhere in {}",
+        secs(took)
+    );
+    let change = hk.status().last_change.expect("the change");
+    assert_eq!(change.trigger, Trigger::CaBundleChanged, "{change:?}");
+
+    // A broken file does not unregister the CA.
+    write_by_rename(&path, "not a certificate\n");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        registered_bundles(&kube),
+        [(); 3].map(|_| rotated.as_bytes().to_vec())
+    );
+    assert_eq!(hk.status().errors, 0, "{:?}", hk.status());
+    hk.stop();
+    drop(server);
+    assert!(
+        took < Duration::from_secs(2),
+        "registered in {}",
+        secs(took)
+    );
+}
