@@ -26,24 +26,7 @@ const VALIDATING: &str = "katalog-cluster-validating";
 const MUTATING: &str = "katalog-cluster-mutating";
 const CRD: &str = "crontabs.stable.example.com";
 
-const ADMISSION: &str = r#"
-apiVersion: katalog.dev/v1alpha1
-kind: Katalog
-metadata:
-  name: crontab-admission
-spec:
-  admission:
-    validations:
-      - name: crontab-registry
-        resources: [stable.example.com/v1/crontabs]
-        path: spec.image
-        check: { prefix: registry.example.com/ }
-        message: crontab images come from registry.example.com
-    mutations:
-      - name: crontab-timeout
-        resources: [stable.example.com/v1/crontabs]
-        default: { path: spec.timeoutSeconds, value: 30 }
-"#;
+const ADMISSION: &str = CRONTAB_ADMISSION;
 
 /// The admission Katalog without its mutations.
 fn validations_only() -> String {

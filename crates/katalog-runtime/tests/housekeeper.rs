@@ -39,13 +39,7 @@ struct Clients {
 
 impl Clients {
     fn new(kubeconfig: &Path) -> Clients {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        let client = rt
-            .block_on(cluster::client(Some(kubeconfig)))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (rt, client) = kube_client(kubeconfig);
         Clients {
             validating: Api::all(client.clone()),
             mutating: Api::all(client.clone()),

@@ -33,7 +33,7 @@ use katalog_runtime::selfsigned::{
     Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles,
     SharedCaBundle, plan,
 };
-use katalog_runtime::{cluster, tls};
+use katalog_runtime::tls;
 use kube::Api;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -55,13 +55,7 @@ struct Clients {
 
 impl Clients {
     fn new(kubeconfig: &Path) -> Clients {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        let client = rt
-            .block_on(cluster::client(Some(kubeconfig)))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (rt, client) = kube_client(kubeconfig);
         Clients {
             secrets: Api::namespaced(client.clone(), NAMESPACE),
             client,

@@ -45,6 +45,19 @@ pub fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
+/// A current-thread runtime and a kube-rs client for `kubeconfig`; the
+/// runtime drives the client's requests in `block_on`.
+pub fn kube_client(kubeconfig: &Path) -> (tokio::runtime::Runtime, kube::Client) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let client = rt
+        .block_on(katalog_runtime::cluster::client(Some(kubeconfig)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (rt, client)
+}
+
 /// Starts a control plane and says how long it took.
 pub fn start_env(test: &str) -> TestEnv {
     let started = Instant::now();
