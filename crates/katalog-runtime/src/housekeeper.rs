@@ -31,8 +31,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{self, RegisterReport};
 use crate::leader::{Elector, LeaderElection};
-use crate::registration::{MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches};
-use crate::selfsigned::SharedCaBundle;
+use crate::registration::{
+    MANAGED_BY_LABEL, MANAGER, Registration, SharedCaBundle, crd_conversion_patches,
+};
 use crate::state::State;
 
 /// How long the unregistration of `cleanupOnShutdown` may take at stop.

@@ -40,6 +40,11 @@ pub struct Registration {
     pub ca_bundle: Vec<u8>,
 }
 
+/// The `caBundle` to register when it can change while the engine runs (a
+/// rotated self-signed CA, a rewritten `--ca-bundle` file): the housekeeper
+/// registers whatever it holds.
+pub type SharedCaBundle = std::sync::Arc<arc_swap::ArcSwap<Vec<u8>>>;
+
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGER: &str = "katalog";
 

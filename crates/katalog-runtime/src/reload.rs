@@ -14,7 +14,7 @@ use std::time::Duration;
 use notify::RecommendedWatcher;
 use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
 
-use crate::selfsigned::SharedCaBundle;
+use crate::registration::SharedCaBundle;
 use crate::server::StartError;
 use crate::state::State;
 

@@ -47,7 +47,8 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::sync::{mpsc, watch};
 
-use crate::registration::{MANAGED_BY_LABEL, MANAGER};
+use crate::registration::{MANAGED_BY_LABEL, MANAGER, SharedCaBundle};
+use crate::tls::serving_names;
 
 pub const CA_CRT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
@@ -513,22 +514,6 @@ fn subject_alt_names(cert_pem: &str) -> Vec<String> {
         .collect()
 }
 
-/// The names every serving certificate covers: `localhost`, `127.0.0.1`,
-/// `::1`, then `extra` (e.g. the Service's DNS names).
-pub fn serving_names(extra: &[String]) -> Vec<String> {
-    let mut names = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
-    for n in extra {
-        if !names.contains(n) {
-            names.push(n.clone());
-        }
-    }
-    names
-}
-
 /// A new CA and a serving certificate it signs, valid from `now` (seconds).
 fn fresh(
     label: &str,
@@ -686,9 +671,6 @@ pub fn plan(
     }
 }
 
-/// The `caBundle` the housekeeper registers, swapped when the CA rotates.
-pub type SharedCaBundle = Arc<ArcSwap<Vec<u8>>>;
-
 /// The private directory a replica serves from: `tls.pem` (certificate and
 /// key, one file so a rename swaps both) and `ca.crt`. Removed when dropped.
 #[derive(Debug)]
@@ -817,7 +799,8 @@ pub struct Applied {
 #[derive(Clone, Debug)]
 pub struct SelfSigned {
     pub secret: SecretRef,
-    /// The names the serving certificate must be valid for ([`serving_names`]).
+    /// The names the serving certificate must be valid for
+    /// ([`serving_names`](crate::tls::serving_names)).
     pub names: Vec<String>,
     pub policy: Policy,
     /// How often expiry is checked (default 1 minute); a watch on the

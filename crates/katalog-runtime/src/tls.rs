@@ -163,11 +163,27 @@ impl DevCa {
         use rcgen::{Issuer, KeyPair};
         let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
         let issuer = Issuer::new(self.params.clone(), &self.key);
-        let params = serving_params(&crate::selfsigned::serving_names(dns_names)).map_err(err)?;
+        let params = serving_params(&serving_names(dns_names)).map_err(err)?;
         let key = KeyPair::generate().map_err(err)?;
         let cert = params.signed_by(&key, &issuer).map_err(err)?;
         Ok((cert.pem(), key.serialize_pem()))
     }
+}
+
+/// The names every serving certificate covers: `localhost`, `127.0.0.1`,
+/// `::1`, then `extra` (e.g. the Service's DNS names).
+pub fn serving_names(extra: &[String]) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    for n in extra {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names
 }
 
 /// What every serving certificate of the engine is: for `names`, CN

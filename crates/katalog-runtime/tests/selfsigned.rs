@@ -28,10 +28,9 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
 use katalog_runtime::leader::LeaderElection;
-use katalog_runtime::registration::{Registration, Target};
+use katalog_runtime::registration::{Registration, SharedCaBundle, Target};
 use katalog_runtime::selfsigned::{
-    Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles,
-    SharedCaBundle, plan,
+    Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles, plan,
 };
 use katalog_runtime::tls;
 use kube::Api;
