@@ -27,8 +27,6 @@ const NAME: &str = "katalog";
 const VALIDATING: &str = "katalog-validating";
 const MUTATING: &str = "katalog-mutating";
 const CRD: &str = "crontabs.stable.example.com";
-/// How long a restore may take before the test fails (the target is 2 s).
-const RESTORE: Duration = Duration::from_secs(10);
 
 struct Clients {
     rt: tokio::runtime::Runtime,
@@ -82,22 +80,6 @@ impl Clients {
     }
 }
 
-/// Polls `done` every 50 ms, at most `RESTORE`; how long it took.
-#[track_caller]
-fn restored(what: &str, mut done: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    for _ in 0..1000 {
-        if done() {
-            return started.elapsed();
-        }
-        if started.elapsed() >= RESTORE {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}: not restored after {}", secs(started.elapsed()));
-}
-
 fn ca_bundle_present(v: &ValidatingWebhookConfiguration) -> bool {
     v.webhooks
         .as_ref()
@@ -146,7 +128,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
         reg,
         Duration::from_secs(30),
     );
-    let took = restored("the first registration", || {
+    let took = within("the first registration", || {
         kube.validating().is_some() && kube.mutating().is_some() && kube.strategy() == "Webhook"
     });
     eprintln!("[{t}] (a) registered at start in {}", secs(took));
@@ -168,7 +150,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
     // (b) A deleted configuration comes back.
     let uid = kube.validating().and_then(|v| v.metadata.uid);
     ok(env.kubectl(["delete", "validatingwebhookconfiguration", VALIDATING]));
-    let b = restored("the deleted validating configuration", || {
+    let b = within("the deleted validating configuration", || {
         kube.validating()
             .is_some_and(|v| v.metadata.uid != uid && ca_bundle_present(&v))
     });
@@ -185,7 +167,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
         "-p",
         r#"[{"op":"remove","path":"/webhooks/0/clientConfig/caBundle"}]"#,
     ]));
-    let c = restored("the stripped caBundle", || {
+    let c = within("the stripped caBundle", || {
         kube.validating().is_some_and(|v| ca_bundle_present(&v))
     });
     eprintln!("[{t}] (c) stripped caBundle restored in {}", secs(c));
@@ -201,7 +183,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
         "-p",
         r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
     ]));
-    let d = restored("the CRD conversion", || kube.strategy() == "Webhook");
+    let d = within("the CRD conversion", || kube.strategy() == "Webhook");
     eprintln!("[{t}] (d) CRD conversion restored in {}", secs(d));
     settle(&hk, Duration::from_millis(1000));
 
@@ -229,7 +211,7 @@ fn housekeeper_restores_and_follows_the_katalog() {
         .next()
         .expect("the validations");
     std::fs::write(katalog.path("admission.yaml"), without).expect("rewriting admission.yaml");
-    let f = restored("the reload without mutations", || kube.mutating().is_none());
+    let f = within("the reload without mutations", || kube.mutating().is_none());
     eprintln!(
         "[{t}] (f) mutating configuration deleted {} after the rewrite",
         secs(f)
@@ -309,7 +291,7 @@ fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
         server.state.clone(),
         registration(NAME, &server.url()),
     );
-    restored("the first registration", || {
+    within("the first registration", || {
         registered_bundles(&kube) == [(); 3].map(|_| first.as_bytes().to_vec())
     });
 
@@ -317,7 +299,7 @@ fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
     let next = katalog_runtime::tls::DevCa::generate().expect("a CA");
     let rotated = format!("{first}{}", next.ca_pem());
     write_by_rename(&path, &rotated);
-    let took = restored("the rotated caBundle", || {
+    let took = within("the rotated caBundle", || {
         registered_bundles(&kube) == [(); 3].map(|_| rotated.as_bytes().to_vec())
     });
     eprintln!(

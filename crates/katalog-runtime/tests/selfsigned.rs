@@ -41,8 +41,6 @@ use support::*;
 
 const NAMESPACE: &str = "katalog-system";
 const CRD: &str = "crontabs.stable.example.com";
-/// How long a restore may take before the test fails (the target is 2 s).
-const RESTORE: Duration = Duration::from_secs(10);
 
 /// The kube-rs side of the test: reads of the Secret and of everything
 /// that carries a caBundle.
@@ -144,22 +142,6 @@ fn pem_der(pem: &str) -> Vec<u8> {
     CertificateDer::from_pem_slice(pem.as_bytes())
         .expect("a certificate")
         .to_vec()
-}
-
-/// Polls `done` every 50 ms, at most `RESTORE`; how long it took.
-#[track_caller]
-fn within(what: &str, mut done: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    for _ in 0..1000 {
-        if done() {
-            return started.elapsed();
-        }
-        if started.elapsed() >= RESTORE {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what}: not so after {}", secs(started.elapsed()));
 }
 
 /// A server, its certificate keeper and its housekeeper, all following

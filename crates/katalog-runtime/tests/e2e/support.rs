@@ -348,6 +348,26 @@ pub fn create(env: &TestEnv, object: &Value) -> Output {
     env.kubectl_stdin(["create", "-f", "-"], object.to_string())
 }
 
+/// How long a restore may take before a test fails (the target is 2 s; the
+/// tests assert that separately, on the measured time).
+pub const RESTORE: Duration = Duration::from_secs(10);
+
+/// Polls `done` every 50 ms, at most [`RESTORE`]; how long it took.
+#[track_caller]
+pub fn within(what: &str, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    for _ in 0..1000 {
+        if done() {
+            return started.elapsed();
+        }
+        if started.elapsed() >= RESTORE {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: not so after {}", secs(started.elapsed()));
+}
+
 /// Polls `attempt` every 100 ms until it gives a value, at most `timeout`
 /// and at most 600 times; panics with the last reason otherwise.
 #[track_caller]
