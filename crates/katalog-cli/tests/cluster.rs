@@ -151,6 +151,19 @@ impl Serve {
         );
     }
 
+    /// Every stderr line so far is plain text: no terminal colour codes
+    /// when stderr is not a terminal (a log collector, a file).
+    #[track_caller]
+    fn assert_plain_logs(&mut self) {
+        while let Ok(l) = self.lines.try_recv() {
+            self.seen.push(l);
+        }
+        assert!(!self.seen.is_empty());
+        for l in &self.seen {
+            assert!(!l.contains('\x1b'), "a colour code on stderr: {l:?}");
+        }
+    }
+
     /// SIGTERM, then the exit status (SIGKILL after `WAIT`).
     fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
@@ -267,6 +280,7 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
+    serve.assert_plain_logs();
     // ... and is removed by a graceful stop.
     let status = serve.terminate();
     assert!(status.success(), "katalog serve exited with {status}");

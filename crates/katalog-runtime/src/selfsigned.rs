@@ -1556,6 +1556,42 @@ mod tests {
     }
 
     #[test]
+    fn debug_output_redacts_the_keys() {
+        crate::tls::install_crypto_provider();
+        let (m, _) = written(plan_at(Err("none"), SystemTime::now()));
+        let shown = format!("{m:?}");
+        assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+        assert!(shown.contains("BEGIN CERTIFICATE"), "{shown}");
+        assert!(shown.contains(r#"ca_key: "<redacted>""#), "{shown}");
+    }
+
+    #[test]
+    fn serving_files_are_private_fresh_and_removed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        crate::tls::install_crypto_provider();
+        let (m, _) = written(plan_at(Err("none"), SystemTime::now()));
+        let a = ServingFiles::create_private("katalog-unit").expect("a directory");
+        let b = ServingFiles::create_private("katalog-unit").expect("another directory");
+        assert_ne!(a.dir(), b.dir());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(a.dir()), 0o700);
+        a.write(&m).expect("writing");
+        assert_eq!(mode(&a.pair()), 0o600);
+        assert_eq!(std::fs::read_to_string(a.pair()).unwrap(), m.serving_pem());
+        assert_eq!(std::fs::read_to_string(a.ca()).unwrap(), m.ca_bundle);
+        // A directory that already exists is not trusted with the key.
+        let err = ServingFiles::create(b.dir().to_path_buf()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("failed to write the serving certificate to "),
+            "{err}"
+        );
+        let dir = a.dir().to_path_buf();
+        drop(a);
+        assert!(!dir.exists(), "{} is left behind", dir.display());
+    }
+
+    #[test]
     fn policies_that_cannot_work_are_refused() {
         assert!(Policy::default().check().is_ok());
         assert!(policy().check().is_ok());

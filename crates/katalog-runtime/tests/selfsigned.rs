@@ -454,12 +454,18 @@ fn the_secret_is_generated_reused_and_restored() {
         "--type",
         "merge",
         "-p",
-        r#"{"data":{"tls.key":"anVuaw==","ca.crt":"anVuaw=="}}"#,
+        r#"{"data":{"tls.key":"anVuaw==","ca.crt":"anVuaw==","team-note":"a2VlcA=="}}"#,
     ]));
     let d = within("the damaged Secret", || {
         kube.material(name).as_ref() == Some(&first)
     });
     eprintln!("[{t}] (d) damaged Secret restored in {}", secs(d));
+    // A key someone else added is kept by the repair.
+    assert_eq!(
+        kube.secret(name)
+            .and_then(|s| s.data?.get("team-note").map(|v| v.0.clone())),
+        Some(b"keep".to_vec())
+    );
     within("the keeper's record of the repair", || {
         engine.keeper().status().writes == 2
     });
