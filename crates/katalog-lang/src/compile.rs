@@ -60,7 +60,7 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
         }
     }
     let mut diags = c.diags;
-    let admission = crate::admission::compile::compile(loaded, &mut diags);
+    let admission = crate::admission::compile::compile(loaded, &resources, &mut diags);
     diags.sort();
     if !diags.is_empty() {
         return Err(diags);

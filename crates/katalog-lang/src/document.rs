@@ -390,6 +390,16 @@ pub struct Admission {
     /// The apiserver's timeout for each webhook call, 1 to 30 (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u8>,
+    /// Namespaces in which no validation or mutation applies (default
+    /// `[kube-system]`; `[]` applies them everywhere). The generated webhooks
+    /// leave these namespaces out, so a cluster whose engine is down can
+    /// still start the pods that bring it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_namespaces: Option<Vec<String>>,
+    /// The generated webhooks also leave out the engine's own namespace
+    /// (the Service's namespace, or `--engine-namespace`); default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_engine_namespace: Option<bool>,
     /// CEL variables every rule may use as `variables.NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<Variable>,

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    AdmissionIr, CheckIr, ConditionIr, DeletionIr, MatchIr, MutationIr, MutationOp,
+    AdmissionIr, CheckIr, ConditionIr, DeclaredTarget, DeletionIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
 };
 use crate::cel::CelProgram;
@@ -12,6 +12,7 @@ use crate::document::{
     SelectorOperator, Validation, Variable,
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::ir::ResourceIr;
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
 use crate::source::DocPath;
@@ -19,6 +20,10 @@ use crate::source::DocPath;
 struct Ctx<'a> {
     doc: &'a LoadedDocument,
     diags: &'a mut Diagnostics,
+    /// The resources the Katalog declares (rules on them are evaluated at one version).
+    resources: &'a [ResourceIr],
+    /// Namespaces no rule applies in.
+    excluded: &'a [String],
 }
 
 impl Ctx<'_> {
@@ -71,12 +76,39 @@ fn name_problem(name: &str) -> Option<&'static str> {
     (!ok).then_some("a rule name uses lowercase letters, digits, `-` and `.`, and starts and ends with a letter or digit")
 }
 
-/// Compile the admission rules and protections of every document.
-pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
+/// The namespaces no rule applies in unless the Katalog says otherwise.
+pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
+
+/// Compile the admission rules and protections of every document; rules on
+/// the declared `resources` are resolved to the one version they are
+/// written against.
+pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostics) -> AdmissionIr {
     let mut ir = AdmissionIr {
         timeout_seconds: 10,
+        exclude_engine_namespace: true,
         ..AdmissionIr::default()
     };
+    let mut excluded: Option<Vec<String>> = None;
+    for doc in &loaded.documents {
+        let adm = &doc.doc.spec.admission;
+        if let Some(list) = &adm.exclude_namespaces {
+            let all = excluded.get_or_insert_with(Vec::new);
+            all.extend(list.iter().cloned());
+        }
+        if adm.exclude_engine_namespace == Some(false) {
+            ir.exclude_engine_namespace = false;
+        }
+    }
+    let mut excluded = excluded.unwrap_or_else(|| {
+        DEFAULT_EXCLUDED_NAMESPACES
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    });
+    excluded.sort();
+    excluded.dedup();
+    ir.excluded_namespaces = excluded.clone();
+    let excluded = excluded.as_slice();
     let mut seen_names: BTreeMap<String, crate::source::Loc> = BTreeMap::new();
     let mut security = SecurityIr {
         deletion: DeletionIr {
@@ -91,7 +123,12 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
     let mut wide_restricted = Vec::new();
     let mut strict = false;
     for doc in &loaded.documents {
-        let mut ctx = Ctx { doc, diags };
+        let mut ctx = Ctx {
+            doc,
+            diags,
+            resources,
+            excluded,
+        };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
         if let Some(p) = adm_doc.failure_policy {
@@ -310,6 +347,93 @@ fn resource_patterns(ctx: &mut Ctx, resources: &[String], at: &DocPath) -> Vec<R
     out
 }
 
+/// For every declared resource the patterns select: the one version the
+/// rule is written against. A pinned version must be served; two versions
+/// for one resource are an error (the rule could not mean the same thing at
+/// both).
+fn declared_targets(
+    ctx: &mut Ctx,
+    patterns: &[ResourcePattern],
+    texts: &[String],
+    at: &DocPath,
+) -> Vec<DeclaredTarget> {
+    let mut out: Vec<(DeclaredTarget, usize)> = Vec::new();
+    for r in ctx.resources {
+        for (i, p) in patterns.iter().enumerate() {
+            let group_ok = p.group.as_deref().is_none_or(|g| g == r.group);
+            let resource_ok = p.resource.as_deref().is_none_or(|x| x == r.plural);
+            if !group_ok || !resource_ok {
+                continue;
+            }
+            let version = match &p.version {
+                None => r.hub.clone(),
+                Some(v) => {
+                    if r.version(v).is_none() {
+                        // A wildcard group or resource that happens to
+                        // select this resource is not written for it.
+                        if p.group.is_some() && p.resource.is_some() {
+                            let served: Vec<&str> = r.served().collect();
+                            ctx.error(
+                                &at.index(i),
+                                ErrorKind::Invalid,
+                                format!(
+                                    "`{}` names version {v}, but the Katalog's resource {}/{} serves {}",
+                                    texts.get(i).map(String::as_str).unwrap_or(""),
+                                    r.group,
+                                    r.kind,
+                                    served.join(", ")
+                                ),
+                            )
+                            .help = Some(format!(
+                                "write the rule against one served version, e.g. `{}/{}/{}` (the hub), or `*` for the hub; it then holds at every served version",
+                                r.group, r.hub, r.plural
+                            ));
+                        }
+                        continue;
+                    }
+                    v.clone()
+                }
+            };
+            if let Some((first, first_i)) = out
+                .iter()
+                .find(|(t, _)| t.group == r.group && t.plural == r.plural)
+            {
+                if first.version != version {
+                    let (fv, fi) = (first.version.clone(), *first_i);
+                    let first_loc = ctx.doc.locate(&at.index(fi));
+                    ctx.error(
+                        &at.index(i),
+                        ErrorKind::Conflict,
+                        format!(
+                            "the rule is written against two versions of {}/{}: {fv} and {version}",
+                            r.group, r.kind
+                        ),
+                    )
+                    .related = Some((
+                        first_loc,
+                        format!("{fv} here (`*` means the hub, {})", r.hub),
+                    ));
+                    let n = ctx.diags.0.len() - 1;
+                    ctx.diags.0[n].help = Some(format!(
+                        "a rule on a declared resource is written against one version and holds at every served version (requests at others are converted first); keep one pattern for {}",
+                        r.plural
+                    ));
+                }
+                continue;
+            }
+            out.push((
+                DeclaredTarget {
+                    group: r.group.clone(),
+                    plural: r.plural.clone(),
+                    version,
+                },
+                i,
+            ));
+        }
+    }
+    out.into_iter().map(|(t, _)| t).collect()
+}
+
 fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
     let mut out = SelectorIr {
         match_labels: s
@@ -345,6 +469,7 @@ fn matcher(ctx: &mut Ctx, resources: &[String], m: Option<&Match>, at: &DocPath)
         resources: resource_patterns(ctx, resources, &at.key("resources")),
         ..Default::default()
     };
+    ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     let default = Match::default();
     let m = m.unwrap_or(&default);
     let mat = at.key("match");
@@ -354,6 +479,18 @@ fn matcher(ctx: &mut Ctx, resources: &[String], m: Option<&Match>, at: &DocPath)
         m.operations.iter().copied().collect()
     };
     if let Some(ns) = &m.namespaces {
+        for (i, name) in ns.include.iter().enumerate() {
+            if ctx.excluded.contains(name) {
+                ctx.error(
+                    &mat.key("namespaces").key("include").index(i),
+                    ErrorKind::Conflict,
+                    format!("namespace {name} is excluded from every rule (spec.admission.excludeNamespaces), so this rule can never apply there"),
+                )
+                .help = Some(format!(
+                    "to guard {name}, set `spec.admission.excludeNamespaces` without it (and keep the engine able to start without its own webhooks)"
+                ));
+            }
+        }
         ir.namespaces_include = ns.include.clone();
         ir.namespaces_exclude = ns.exclude.clone();
         ir.namespace_selector = ns

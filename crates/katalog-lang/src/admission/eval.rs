@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use super::versions::{self, Target};
 use super::{
     AdmissionIr, CheckIr, ConditionIr, MatchIr, MutationOp, ProtectedResource, SelectorIr,
     ValidationIr,
@@ -127,14 +128,36 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// Evaluate the Katalog's admission rules for one request.
 pub fn evaluate(ir: &Ir, input: &AdmissionInput, endpoint: Endpoint) -> Verdict {
+    evaluate_only(ir, input, endpoint, None)
+}
+
+/// [`evaluate`], limited to some rules: with `only`, the validations (for
+/// [`Endpoint::Validate`]) or mutations (for [`Endpoint::Mutate`]) at these
+/// indices, as one generated webhook holds them (see
+/// [`webhooks`](super::webhooks)).
+pub fn evaluate_only(
+    ir: &Ir,
+    input: &AdmissionInput,
+    endpoint: Endpoint,
+    only: Option<&[usize]>,
+) -> Verdict {
     let adm = &ir.admission;
     let mut verdict = Verdict {
         allowed: true,
         ..Default::default()
     };
+    // No validation or mutation applies in an excluded namespace (the
+    // generated webhooks leave them out; offline the same holds).
+    let excluded = !input.namespace.is_empty()
+        && adm.excluded_namespaces.contains(&input.namespace)
+        // A Namespace object is cluster-scoped: its own name is not "its namespace".
+        || (input.group.is_empty()
+            && input.resource == "namespaces"
+            && adm.excluded_namespaces.contains(&input.name));
+    let picked = |i: usize| only.is_none_or(|o| o.contains(&i));
     let mut object = input.object.clone();
-    if matches!(endpoint, Endpoint::Mutate | Endpoint::All) {
-        mutate(adm, input, &mut object, &mut verdict);
+    if matches!(endpoint, Endpoint::Mutate | Endpoint::All) && !excluded {
+        mutate(ir, input, &mut object, &mut verdict, &picked);
     }
     let input_after = if matches!(endpoint, Endpoint::All) && verdict.patched.is_some() {
         let mut i = input.clone();
@@ -144,10 +167,33 @@ pub fn evaluate(ir: &Ir, input: &AdmissionInput, endpoint: Endpoint) -> Verdict 
         std::borrow::Cow::Borrowed(input)
     };
     let input = input_after.as_ref();
-    if matches!(endpoint, Endpoint::Validate | Endpoint::All) {
+    if matches!(endpoint, Endpoint::Validate | Endpoint::All) && !excluded {
         let vars = Vars::new(adm, input);
-        for v in &adm.validations {
-            validate(v, input, &vars, &mut verdict);
+        let mut views = Views::default();
+        for (i, v) in adm.validations.iter().enumerate() {
+            if !picked(i) {
+                continue;
+            }
+            match versions::target(ir, &v.matcher, input) {
+                Target::NotMatched => {}
+                Target::AsIs => validate(v, input, &vars, &mut verdict),
+                Target::Convert(version) => match views.at(ir, input, version) {
+                    Ok((view, view_vars)) => validate(v, view, view_vars, &mut verdict),
+                    Err(e) if v.matcher.operations.contains(&input.operation) => {
+                        // Fail closed: the object cannot be seen as the rule is written.
+                        let finding = Finding {
+                            rule: v.name.clone(),
+                            message: format!("failed to evaluate the rule: {e}"),
+                        };
+                        match v.action {
+                            Action::Deny => verdict.denials.push(finding),
+                            Action::Warn => verdict.warnings.push(finding),
+                            Action::Audit => verdict.audits.push(finding),
+                        }
+                    }
+                    Err(_) => {}
+                },
+            }
         }
     }
     let sec = &adm.security;
@@ -162,6 +208,38 @@ pub fn evaluate(ir: &Ir, input: &AdmissionInput, endpoint: Endpoint) -> Verdict 
     }
     verdict.allowed = verdict.denials.is_empty();
     verdict
+}
+
+/// The request converted to the versions rules are written against, each
+/// with its CEL activation, made once per request and version.
+#[derive(Default)]
+struct Views {
+    at: Vec<(String, Result<(AdmissionInput, Vars), String>)>,
+}
+
+impl Views {
+    fn at(
+        &mut self,
+        ir: &Ir,
+        input: &AdmissionInput,
+        version: &str,
+    ) -> Result<(&AdmissionInput, &Vars), String> {
+        let i = match self.at.iter().position(|(v, _)| v == version) {
+            Some(i) => i,
+            None => {
+                let view = versions::view_at(ir, input, version).map(|view| {
+                    let vars = Vars::new(&ir.admission, &view);
+                    (view, vars)
+                });
+                self.at.push((version.to_string(), view));
+                self.at.len() - 1
+            }
+        };
+        match &self.at[i].1 {
+            Ok((view, vars)) => Ok((view, vars)),
+            Err(e) => Err(e.clone()),
+        }
+    }
 }
 
 /// CEL activation shared by the rules of one request.
@@ -615,11 +693,13 @@ fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut
 }
 
 fn mutate(
-    adm: &AdmissionIr,
+    ir: &Ir,
     input: &AdmissionInput,
     object: &mut Option<Value>,
     verdict: &mut Verdict,
+    picked: &dyn Fn(usize) -> bool,
 ) {
+    let adm = &ir.admission;
     let Some(original) = input.object.as_ref() else {
         return;
     };
@@ -627,10 +707,31 @@ fn mutate(
         return;
     }
     let mut current = original.clone();
-    for m in &adm.mutations {
-        let view = AdmissionInput {
+    for (i, m) in adm.mutations.iter().enumerate() {
+        if !picked(i) {
+            continue;
+        }
+        let here = AdmissionInput {
             object: Some(current.clone()),
             ..input.clone()
+        };
+        // A mutation written against another version of a declared
+        // resource changes the object there; the result is converted back.
+        let (view, back_to) = match versions::target(ir, &m.matcher, &here) {
+            Target::NotMatched => continue,
+            Target::AsIs => (here, None),
+            Target::Convert(version) => match versions::view_at(ir, &here, version) {
+                Ok(view) => (view, Some(input.version.as_str())),
+                Err(e) => {
+                    if m.matcher.operations.contains(&input.operation) {
+                        verdict.warnings.push(Finding {
+                            rule: m.name.clone(),
+                            message: format!("skipped: {e}"),
+                        });
+                    }
+                    continue;
+                }
+            },
         };
         let vars = Vars::new(adm, &view);
         match matches(&m.matcher, &view, Some(&vars)) {
@@ -644,16 +745,37 @@ fn mutate(
                 continue;
             }
         }
-        let before = current.clone();
+        let Some(mut changed) = view.object.clone() else {
+            continue;
+        };
+        let before = changed.clone();
         for op in &m.ops {
-            if let Err(e) = apply(op, &mut current) {
+            if let Err(e) = apply(op, &mut changed) {
                 verdict.warnings.push(Finding {
                     rule: m.name.clone(),
                     message: format!("skipped: {e}"),
                 });
             }
         }
-        if current != before {
+        if changed == before {
+            continue;
+        }
+        if let Some(version) = back_to {
+            match versions::convert_object(ir, &changed, &input.group, version) {
+                Ok(back) => changed = back,
+                Err(e) => {
+                    verdict.warnings.push(Finding {
+                        rule: m.name.clone(),
+                        message: format!(
+                            "skipped: failed to convert the mutated object back to {version}: {e}"
+                        ),
+                    });
+                    continue;
+                }
+            }
+        }
+        if changed != current {
+            current = changed;
             verdict.mutations.push(m.name.clone());
         }
     }

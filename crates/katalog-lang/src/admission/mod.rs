@@ -7,6 +7,8 @@
 pub mod compile;
 pub mod eval;
 pub mod review;
+pub(crate) mod versions;
+pub mod webhooks;
 
 use std::collections::BTreeSet;
 
@@ -25,6 +27,12 @@ pub struct AdmissionIr {
     pub failure_policy: crate::document::FailurePolicy,
     pub timeout_seconds: u8,
     pub variables: Vec<(String, CelProgram)>,
+    /// Namespaces no validation or mutation applies in (Katalog-wide;
+    /// default `kube-system`). The generated webhooks leave them out.
+    pub excluded_namespaces: Vec<String>,
+    /// Whether the generated webhooks also leave out the engine's own
+    /// namespace (default true).
+    pub exclude_engine_namespace: bool,
     pub validations: Vec<ValidationIr>,
     pub mutations: Vec<MutationIr>,
     pub security: SecurityIr,
@@ -71,9 +79,23 @@ pub struct SelectorIr {
     pub expressions: Vec<(String, SelectorOperator, Vec<String>)>,
 }
 
+/// A Katalog-declared resource a rule applies to, and the one version the
+/// rule is written against: a request at any other served version is
+/// converted to it (with the Katalog's own conversion rules) before the rule
+/// sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredTarget {
+    pub group: String,
+    pub plural: String,
+    pub version: String,
+}
+
 #[derive(Debug, Default)]
 pub struct MatchIr {
     pub resources: Vec<ResourcePattern>,
+    /// The declared resources the patterns select, each with the version
+    /// the rule is evaluated at (the pinned version, or the hub for `*`).
+    pub declared: Vec<DeclaredTarget>,
     pub operations: BTreeSet<Operation>,
     pub namespaces_include: Vec<String>,
     pub namespaces_exclude: Vec<String>,

@@ -1,0 +1,346 @@
+//! Which generated webhook holds which rules.
+//!
+//! The apiserver applies a webhook's `namespaceSelector` and
+//! `objectSelector` to every rule it lists, and it sends a request to the
+//! version a webhook's rule names only when no rule of that webhook names
+//! the request's own version (`matchPolicy: Equivalent`). So rules are
+//! grouped into webhooks such that, within one webhook:
+//!
+//! * every rule has the same namespace selector and object selector (a
+//!   selector is never dropped because another rule has none), and
+//! * no two rules name overlapping resources at different versions (`*`
+//!   is never mixed with a pinned version, which would let a request at
+//!   another version match the `*` rule directly and never be converted for
+//!   the pinned one).
+//!
+//! Rules on Katalog-declared resources are registered at every version:
+//! the engine converts those requests itself (see `versions`).
+//!
+//! Each group has a stable id derived from what it registers; the webhook
+//! for a group calls `/validate/<id>` or `/mutate/<id>`, and the engine
+//! evaluates only that group's rules there. Pure: the runtime builds the
+//! webhook configurations from these groups.
+
+use std::collections::BTreeSet;
+
+use super::eval::Endpoint;
+use super::{MatchIr, ResourcePattern, SelectorIr};
+use crate::ir::Ir;
+
+/// One rule of a webhook: the apiserver's `RuleWithOperations`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WebhookRule {
+    /// `*` for any.
+    pub group: String,
+    pub version: String,
+    /// `resource` or `resource/subresource`; `*` for any.
+    pub resource: String,
+    pub operations: Vec<String>,
+}
+
+/// One generated webhook: the rules it holds and what it registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookGroup {
+    pub endpoint: Endpoint,
+    /// Stable while the group registers the same things: 8 hex digits.
+    pub id: String,
+    /// Indices into the validations (or mutations) of the IR.
+    pub rules: Vec<usize>,
+    pub namespace_selector: Option<SelectorIr>,
+    pub object_selector: Option<SelectorIr>,
+    pub registered: Vec<WebhookRule>,
+}
+
+impl WebhookGroup {
+    /// `validate-1a2b3c4d`.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.endpoint.name(), self.id)
+    }
+
+    /// `/validate/1a2b3c4d`.
+    pub fn path(&self) -> String {
+        format!("/{}/{}", self.endpoint.name(), self.id)
+    }
+}
+
+fn part(p: &Option<String>) -> String {
+    p.clone().unwrap_or_else(|| "*".into())
+}
+
+/// Whether the pattern selects a resource the Katalog declares (then the
+/// engine converts, and every version is registered).
+fn on_declared(ir: &Ir, r: &ResourcePattern) -> bool {
+    ir.resources.iter().any(|d| {
+        r.group.as_deref().is_some_and(|g| g == d.group)
+            && r.resource.as_deref().is_some_and(|x| x == d.plural)
+    })
+}
+
+/// What one rule registers.
+fn registered(ir: &Ir, m: &MatchIr) -> Vec<WebhookRule> {
+    let ops: Vec<String> = m
+        .operations
+        .iter()
+        .map(|o| o.as_str().to_string())
+        .collect();
+    let mut out = BTreeSet::new();
+    for r in &m.resources {
+        let version = if on_declared(ir, r) {
+            "*".to_string()
+        } else {
+            part(&r.version)
+        };
+        let base = part(&r.resource);
+        let resources: Vec<String> = if m.subresources.is_empty() {
+            vec![base]
+        } else {
+            m.subresources
+                .iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        base.clone()
+                    } else {
+                        format!("{base}/{s}")
+                    }
+                })
+                .collect()
+        };
+        for resource in resources {
+            out.insert(WebhookRule {
+                group: part(&r.group),
+                version: version.clone(),
+                resource,
+                operations: ops.clone(),
+            });
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn overlap(a: &str, b: &str) -> bool {
+    a == "*" || b == "*" || a == b
+}
+
+/// Two registered rules that the apiserver could both match for one request,
+/// at different versions.
+fn conflict(a: &WebhookRule, b: &WebhookRule) -> bool {
+    let resource = |r: &str| r.split('/').next().unwrap_or("").to_string();
+    let sub = |r: &str| r.split_once('/').map(|(_, s)| s.to_string());
+    overlap(&a.group, &b.group)
+        && overlap(&resource(&a.resource), &resource(&b.resource))
+        && match (sub(&a.resource), sub(&b.resource)) {
+            (None, None) => true,
+            (Some(x), Some(y)) => overlap(&x, &y),
+            _ => false,
+        }
+        && a.version != b.version
+}
+
+/// FNV-1a, 64 bits: stable across Rust releases (std's hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn selector_key(s: &Option<SelectorIr>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) => format!("{:?}|{:?}", s.match_labels, s.expressions),
+    }
+}
+
+/// The webhooks for the validations or the mutations of a Katalog, in a
+/// stable order (the order of each group's first rule).
+pub fn groups(ir: &Ir, endpoint: Endpoint) -> Vec<WebhookGroup> {
+    let matchers: Vec<&MatchIr> = match endpoint {
+        Endpoint::Validate => ir
+            .admission
+            .validations
+            .iter()
+            .map(|v| &v.matcher)
+            .collect(),
+        Endpoint::Mutate => ir.admission.mutations.iter().map(|m| &m.matcher).collect(),
+        _ => return Vec::new(),
+    };
+    let mut groups: Vec<WebhookGroup> = Vec::new();
+    for (i, m) in matchers.iter().enumerate() {
+        let rules = registered(ir, m);
+        let slot = groups.iter().position(|g| {
+            g.namespace_selector == m.namespace_selector
+                && g.object_selector == m.object_selector
+                && !g
+                    .registered
+                    .iter()
+                    .any(|a| rules.iter().any(|b| conflict(a, b)))
+        });
+        match slot {
+            Some(g) => {
+                let group = &mut groups[g];
+                group.rules.push(i);
+                for r in rules {
+                    if !group.registered.contains(&r) {
+                        group.registered.push(r);
+                    }
+                }
+            }
+            None => groups.push(WebhookGroup {
+                endpoint,
+                id: String::new(),
+                rules: vec![i],
+                namespace_selector: m.namespace_selector.clone(),
+                object_selector: m.object_selector.clone(),
+                registered: rules,
+            }),
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for g in &mut groups {
+        g.registered.sort();
+        let mut key = format!(
+            "{}|{}|{}",
+            endpoint.name(),
+            selector_key(&g.namespace_selector),
+            selector_key(&g.object_selector)
+        );
+        for r in &g.registered {
+            key.push_str(&format!(
+                "|{}/{}/{}:{}",
+                r.group,
+                r.version,
+                r.resource,
+                r.operations.join(",")
+            ));
+        }
+        // Two groups cannot register the same things (they would have
+        // been one), but keep ids unique whatever happens.
+        let mut salt = 0u32;
+        loop {
+            let id = format!("{:08x}", fnv1a(format!("{key}#{salt}").as_bytes()) as u32);
+            if seen.insert(id.clone()) {
+                g.id = id;
+                break;
+            }
+            salt += 1;
+        }
+    }
+    groups
+}
+
+/// The group a webhook path's id names, if the Katalog still has it.
+pub fn find(ir: &Ir, endpoint: Endpoint, id: &str) -> Option<WebhookGroup> {
+    groups(ir, endpoint).into_iter().find(|g| g.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Source, compile_sources};
+
+    fn ir(text: &str) -> Ir {
+        compile_sources(&[Source::new("t.yaml", text)]).unwrap_or_else(|d| panic!("{}", d.render()))
+    }
+
+    const KATALOG: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: t}
+spec:
+  resources:
+    - group: db.example.com
+      kind: Database
+      plural: databases
+      hub: v1
+      versions: [v1alpha1, v1]
+  admission:
+    validations:
+      - name: pinned
+        resources: [db.example.com/v1/databases]
+        path: spec.size
+        check: {maximum: 10}
+      - name: any-version
+        resources: [db.example.com/*/databases]
+        path: spec.size
+        check: {minimum: 1}
+      - name: hpa-v2
+        resources: [autoscaling/v2/horizontalpodautoscalers]
+        path: spec.maxReplicas
+        check: {maximum: 50}
+      - name: hpa-any
+        resources: [autoscaling/*/horizontalpodautoscalers]
+        path: metadata.labels.team
+        check: {exists: true}
+      - name: prod-only
+        resources: [v1/pods]
+        match:
+          namespaces:
+            selector: {matchLabels: {env: prod}}
+        path: spec.hostNetwork
+        check: {equals: false}
+      - name: everywhere
+        resources: [v1/pods]
+        path: spec.hostPID
+        check: {equals: false}
+"#;
+
+    #[test]
+    fn selectors_and_versions_split_webhooks_and_declared_resources_register_every_version() {
+        let ir = ir(KATALOG);
+        let groups = groups(&ir, Endpoint::Validate);
+        let names = |g: &WebhookGroup| -> Vec<String> {
+            g.rules
+                .iter()
+                .map(|i| ir.admission.validations[*i].name.clone())
+                .collect()
+        };
+        let by_rules: Vec<Vec<String>> = groups.iter().map(names).collect();
+        assert_eq!(
+            by_rules,
+            vec![
+                vec!["pinned", "any-version", "hpa-v2", "everywhere"],
+                vec!["hpa-any"],
+                vec!["prod-only"],
+            ]
+        );
+        // The declared resource is registered at every version (the engine converts).
+        let first = &groups[0].registered;
+        assert!(
+            first
+                .iter()
+                .any(|r| r.resource == "databases" && r.version == "*"),
+            "{first:?}"
+        );
+        assert!(
+            !first
+                .iter()
+                .any(|r| r.resource == "databases" && r.version == "v1")
+        );
+        // A pinned built-in version never shares a webhook with `*` for the same resource.
+        for g in &groups {
+            let hpa: BTreeSet<&str> = g
+                .registered
+                .iter()
+                .filter(|r| r.resource == "horizontalpodautoscalers")
+                .map(|r| r.version.as_str())
+                .collect();
+            assert!(hpa.len() <= 1, "{hpa:?} in {}", g.name());
+        }
+        // The selector stays with its rule.
+        assert!(groups[2].namespace_selector.is_some());
+        assert!(groups[0].namespace_selector.is_none());
+        // Ids are stable and distinct.
+        let again = super::groups(&ir, Endpoint::Validate);
+        assert_eq!(
+            groups.iter().map(|g| &g.id).collect::<Vec<_>>(),
+            again.iter().map(|g| &g.id).collect::<Vec<_>>()
+        );
+        let ids: BTreeSet<&String> = groups.iter().map(|g| &g.id).collect();
+        assert_eq!(ids.len(), groups.len());
+        assert_eq!(groups[0].path(), format!("/validate/{}", groups[0].id));
+        assert!(find(&ir, Endpoint::Validate, &groups[1].id).is_some());
+        assert!(find(&ir, Endpoint::Validate, "00000000").is_none());
+    }
+}
