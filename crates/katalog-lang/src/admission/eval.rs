@@ -214,8 +214,11 @@ pub fn evaluate_only(
 /// with its CEL activation, made once per request and version.
 #[derive(Default)]
 struct Views {
-    at: Vec<(String, Result<(AdmissionInput, Vars), String>)>,
+    at: Vec<(String, View)>,
 }
+
+/// The request at one version with its CEL activation, or why it could not be converted.
+type View = Result<(AdmissionInput, Vars), String>;
 
 impl Views {
     fn at(

@@ -96,7 +96,7 @@ pub(crate) fn view_at(
     if let Value::Object(m) = &mut request {
         for (field, asked) in [("kind", "requestKind"), ("resource", "requestResource")] {
             if let Some(original) = m.get(field).cloned() {
-                if !m.get(asked).is_some_and(|v| !v.is_null()) {
+                if m.get(asked).is_none_or(Value::is_null) {
                     m.insert(asked.into(), original);
                 }
                 if let Some(Value::Object(inner)) = m.get_mut(field) {
