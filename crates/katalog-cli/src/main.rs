@@ -339,6 +339,7 @@ impl TargetArgs {
             target,
             ca_bundle,
         };
+        reg.check().map_err(|e| Exit(format!("error: {e}"), 2))?;
         Ok((ir, reg))
     }
 }
@@ -792,6 +793,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             target,
             ca_bundle,
         };
+        reg.check().map_err(|e| Exit(format!("error: {e}"), 2))?;
         Some((
             reg,
             args.kubeconfig.clone(),

@@ -366,6 +366,36 @@ const CASES: &[Case] = &[
         code: 0,
     },
     Case {
+        name: "manifests-pods",
+        args: &["manifests", "--katalog", "katalogs/platform.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "manifests-http-url",
+        args: &[
+            "manifests",
+            "--katalog",
+            "katalogs/platform.yaml",
+            "--url",
+            "http://127.0.0.1:8443",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "manifests-bad-ca-bundle",
+        args: &[
+            "manifests",
+            "--katalog",
+            "katalogs/platform.yaml",
+            "--ca-bundle",
+            "katalogs/platform.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
         name: "test-bad-suite",
         args: &[
             "test",

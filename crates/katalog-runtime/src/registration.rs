@@ -3,8 +3,6 @@
 //! patch of each CRD with conversion rules. Pure: `katalog manifests` prints
 //! these for review, the housekeeper applies them.
 
-use std::collections::BTreeSet;
-
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
@@ -14,7 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use katalog_lang::Ir;
-use katalog_lang::admission::{MatchIr, ResourcePattern, SelectorIr};
+use katalog_lang::admission::SelectorIr;
+use katalog_lang::admission::eval::Endpoint;
+use katalog_lang::admission::webhooks::{self, WebhookGroup};
 use katalog_lang::document::{FailurePolicy, Operation, SelectorOperator};
 use serde_json::{Value, json};
 
@@ -38,6 +38,65 @@ pub struct Registration {
     pub target: Target,
     /// PEM of the CA that signed the serving certificate.
     pub ca_bundle: Vec<u8>,
+}
+
+impl Registration {
+    /// The namespace the engine runs in, when the registration knows it
+    /// (the Service's): the generated webhooks leave it out.
+    pub fn engine_namespace(&self) -> Option<&str> {
+        match &self.target {
+            Target::Service { namespace, .. } => Some(namespace),
+            Target::Url(_) => None,
+        }
+    }
+
+    /// Refuses what the apiserver would refuse or could not use: a URL that
+    /// is not `https://HOST...` and a caBundle that is not PEM certificates.
+    pub fn check(&self) -> Result<(), String> {
+        if let Target::Url(url) = &self.target {
+            check_url(url)?;
+        }
+        if !self.ca_bundle.is_empty() {
+            check_ca_bundle(&self.ca_bundle)
+                .map_err(|e| format!("the caBundle is not PEM certificates: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The apiserver calls webhooks over HTTPS only; a URL must name a host and
+/// carry no query or fragment.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        return Err(format!(
+            "the webhook URL {url:?} is not HTTPS: the apiserver calls webhooks over https:// only"
+        ));
+    };
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() {
+        return Err(format!("the webhook URL {url:?} names no host"));
+    }
+    if url.contains(['?', '#']) {
+        return Err(format!(
+            "the webhook URL {url:?} may not carry a query or a fragment"
+        ));
+    }
+    Ok(())
+}
+
+/// PEM text that holds certificates and nothing unreadable.
+pub fn check_ca_bundle(bytes: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut n = 0;
+    for cert in CertificateDer::pem_slice_iter(bytes) {
+        cert.map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err("no CERTIFICATE block".into());
+    }
+    Ok(())
 }
 
 /// The `caBundle` to register when it can change while the engine runs (a
@@ -73,59 +132,53 @@ fn client_config(reg: &Registration, path: &str) -> WebhookClientConfig {
     }
 }
 
-fn part(p: &Option<String>) -> String {
-    p.clone().unwrap_or_else(|| "*".into())
+fn webhook_rules(group: &WebhookGroup) -> Vec<RuleWithOperations> {
+    group
+        .registered
+        .iter()
+        .map(|r| RuleWithOperations {
+            api_groups: Some(vec![r.group.clone()]),
+            api_versions: Some(vec![r.version.clone()]),
+            resources: Some(vec![r.resource.clone()]),
+            operations: Some(r.operations.clone()),
+            scope: Some("*".into()),
+        })
+        .collect()
 }
 
-/// Admission rules for a set of matchers, deduplicated.
-fn rules_for<'a>(matchers: impl Iterator<Item = &'a MatchIr>) -> Vec<RuleWithOperations> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for m in matchers {
-        let ops: Vec<String> = m
-            .operations
-            .iter()
-            .map(|o| o.as_str().to_string())
-            .collect();
-        for r in &m.resources {
-            let resources: Vec<String> = if m.subresources.is_empty() {
-                vec![part(&r.resource)]
-            } else {
-                m.subresources
-                    .iter()
-                    .map(|s| {
-                        if s.is_empty() {
-                            part(&r.resource)
-                        } else {
-                            format!("{}/{s}", part(&r.resource))
-                        }
-                    })
-                    .collect()
-            };
-            for resource in resources {
-                let key = (
-                    part(&r.group),
-                    part(&r.version),
-                    resource.clone(),
-                    ops.clone(),
-                );
-                if seen.insert(key) {
-                    out.push(rule(r, &resource, &ops));
-                }
-            }
-        }
+/// The label every namespace carries with its own name (set by the apiserver).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The namespaces no validation or mutation webhook is called for: the
+/// Katalog's `excludeNamespaces` and, unless it says otherwise, the
+/// engine's own namespace.
+pub fn excluded_namespaces(ir: &Ir, reg: &Registration) -> Vec<String> {
+    let mut out = ir.admission.excluded_namespaces.clone();
+    if ir.admission.exclude_engine_namespace
+        && let Some(ns) = reg.engine_namespace()
+    {
+        out.push(ns.to_string());
     }
+    out.sort();
+    out.dedup();
     out
 }
 
-fn rule(r: &ResourcePattern, resource: &str, ops: &[String]) -> RuleWithOperations {
-    RuleWithOperations {
-        api_groups: Some(vec![part(&r.group)]),
-        api_versions: Some(vec![part(&r.version)]),
-        resources: Some(vec![resource.to_string()]),
-        operations: Some(ops.to_vec()),
-        scope: Some("*".into()),
+/// A group's namespace selector with the exclusions added (the
+/// requirements of a selector are ANDed).
+fn namespace_selector(group: &WebhookGroup, excluded: &[String]) -> Option<LabelSelector> {
+    let mut sel = group.namespace_selector.as_ref().map(label_selector);
+    if !excluded.is_empty() {
+        let s = sel.get_or_insert_with(LabelSelector::default);
+        s.match_expressions
+            .get_or_insert_with(Vec::new)
+            .push(LabelSelectorRequirement {
+                key: NAMESPACE_NAME_LABEL.into(),
+                operator: "NotIn".into(),
+                values: Some(excluded.to_vec()),
+            });
     }
+    sel
 }
 
 fn label_selector(s: &SelectorIr) -> LabelSelector {
@@ -149,16 +202,6 @@ fn label_selector(s: &SelectorIr) -> LabelSelector {
                 .collect()
         }),
     }
-}
-
-/// A selector every rule of the webhook shares can be applied by the
-/// apiserver; otherwise the engine applies each rule's own.
-fn common<'a>(selectors: impl Iterator<Item = Option<&'a SelectorIr>>) -> Option<LabelSelector> {
-    let all: Vec<Option<&SelectorIr>> = selectors.collect();
-    let first = (*all.first()?)?;
-    all.iter()
-        .all(|s| *s == Some(first))
-        .then(|| label_selector(first))
 }
 
 fn meta(name: String) -> ObjectMeta {
@@ -224,23 +267,16 @@ pub fn validating_configuration(
         ..ValidatingWebhook::default()
     };
     let mut hooks = Vec::new();
-    if !adm.validations.is_empty() {
+    let excluded = excluded_namespaces(ir, reg);
+    for group in webhooks::groups(ir, Endpoint::Validate) {
         let mut hook = webhook(
-            "validate",
-            "/validate",
-            rules_for(adm.validations.iter().map(|v| &v.matcher)),
+            &group.name(),
+            &group.path(),
+            webhook_rules(&group),
             adm.failure_policy,
         );
-        hook.namespace_selector = common(
-            adm.validations
-                .iter()
-                .map(|v| v.matcher.namespace_selector.as_ref()),
-        );
-        hook.object_selector = common(
-            adm.validations
-                .iter()
-                .map(|v| v.matcher.object_selector.as_ref()),
-        );
+        hook.namespace_selector = namespace_selector(&group, &excluded);
+        hook.object_selector = group.object_selector.as_ref().map(label_selector);
         hooks.push(hook);
     }
     let sec = &adm.security;
@@ -310,39 +346,33 @@ pub fn validating_configuration(
     })
 }
 
-/// The mutating configuration, when the Katalog declares mutations.
+/// The mutating configuration, when the Katalog declares mutations: one
+/// webhook per group of mutations.
 pub fn mutating_configuration(ir: &Ir, reg: &Registration) -> Option<MutatingWebhookConfiguration> {
     let adm = &ir.admission;
-    if adm.mutations.is_empty() {
-        return None;
-    }
-    let hook = MutatingWebhook {
-        name: "mutate.katalog.dev".into(),
-        admission_review_versions: REVIEW_VERSIONS.iter().map(|s| s.to_string()).collect(),
-        client_config: client_config(reg, "/mutate"),
-        failure_policy: Some(policy(adm.failure_policy)),
-        match_policy: Some("Equivalent".into()),
-        rules: Some(rules_for(adm.mutations.iter().map(|m| &m.matcher))),
-        side_effects: "None".into(),
-        timeout_seconds: Some(i32::from(adm.timeout_seconds)),
-        // Mutations are idempotent, so a second call after other mutating
-        // webhooks changed the object is safe.
-        reinvocation_policy: Some("IfNeeded".into()),
-        namespace_selector: common(
-            adm.mutations
-                .iter()
-                .map(|m| m.matcher.namespace_selector.as_ref()),
-        ),
-        object_selector: common(
-            adm.mutations
-                .iter()
-                .map(|m| m.matcher.object_selector.as_ref()),
-        ),
-        ..MutatingWebhook::default()
-    };
-    Some(MutatingWebhookConfiguration {
+    let excluded = excluded_namespaces(ir, reg);
+    let hooks: Vec<MutatingWebhook> = webhooks::groups(ir, Endpoint::Mutate)
+        .into_iter()
+        .map(|group| MutatingWebhook {
+            name: format!("{}.katalog.dev", group.name()),
+            admission_review_versions: REVIEW_VERSIONS.iter().map(|s| s.to_string()).collect(),
+            client_config: client_config(reg, &group.path()),
+            failure_policy: Some(policy(adm.failure_policy)),
+            match_policy: Some("Equivalent".into()),
+            rules: Some(webhook_rules(&group)),
+            side_effects: "None".into(),
+            timeout_seconds: Some(i32::from(adm.timeout_seconds)),
+            // Mutations are idempotent, so a second call after other mutating
+            // webhooks changed the object is safe.
+            reinvocation_policy: Some("IfNeeded".into()),
+            namespace_selector: namespace_selector(&group, &excluded),
+            object_selector: group.object_selector.as_ref().map(label_selector),
+            ..MutatingWebhook::default()
+        })
+        .collect();
+    (!hooks.is_empty()).then(|| MutatingWebhookConfiguration {
         metadata: meta(format!("{}-mutating", reg.name)),
-        webhooks: Some(vec![hook]),
+        webhooks: Some(hooks),
     })
 }
 
@@ -477,11 +507,191 @@ mod tests {
         );
         assert!(mutating_configuration(&ir("protections.yaml"), &reg(target.clone())).is_none());
         let m = mutating_configuration(&ir("platform.yaml"), &reg(target)).unwrap();
-        let hook = &m.webhooks.as_ref().unwrap()[0];
-        assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
-        assert_eq!(
-            hook.client_config.service.as_ref().unwrap().path.as_deref(),
-            Some("/mutate")
+        for hook in m.webhooks.as_ref().unwrap() {
+            assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
+            let path = hook.client_config.service.as_ref().unwrap().path.clone();
+            let id = hook
+                .name
+                .strip_prefix("mutate-")
+                .and_then(|n| n.strip_suffix(".katalog.dev"))
+                .unwrap_or_else(|| panic!("{}", hook.name));
+            assert_eq!(path, Some(format!("/mutate/{id}")));
+        }
+    }
+
+    const SELECTORS: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: t}
+spec:
+  resources:
+    - {group: db.example.com, kind: Database, plural: databases, hub: v1, versions: [v1alpha1, v1]}
+  admission:
+    timeoutSeconds: 7
+    validations:
+      - name: prod-only
+        resources: [v1/pods]
+        match:
+          namespaces:
+            selector: {matchLabels: {env: prod}}
+        path: spec.hostNetwork
+        check: {equals: false}
+      - name: everywhere
+        resources: [v1/pods]
+        path: spec.hostPID
+        check: {equals: false}
+      - name: labelled
+        resources: [v1/pods]
+        match:
+          objectSelector: {matchLabels: {tier: web}}
+        path: spec.hostIPC
+        check: {equals: false}
+      - name: db-hub
+        resources: [db.example.com/v1/databases]
+        path: spec.size
+        check: {maximum: 10}
+"#;
+
+    fn validating(text: &str, target: Target) -> Vec<ValidatingWebhook> {
+        let ir = compile_sources(&[Source::new("t.yaml", text)]).unwrap();
+        validating_configuration(&ir, &reg(target))
+            .unwrap()
+            .webhooks
+            .unwrap()
+    }
+
+    fn names_in(sel: &Option<LabelSelector>) -> Vec<String> {
+        sel.as_ref()
+            .and_then(|s| s.match_expressions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|e| e.key == NAMESPACE_NAME_LABEL && e.operator == "NotIn")
+            .flat_map(|e| e.values.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn every_rule_keeps_its_selectors_and_kube_system_and_the_engine_namespace_are_left_out() {
+        let hooks = validating(
+            SELECTORS,
+            Target::Service {
+                namespace: "katalog-system".into(),
+                name: "katalog".into(),
+                port: 443,
+            },
         );
+        assert_eq!(hooks.len(), 3, "{hooks:#?}");
+        for h in &hooks {
+            assert_eq!(
+                names_in(&h.namespace_selector),
+                ["katalog-system", "kube-system"]
+            );
+            assert_eq!(h.timeout_seconds, Some(7));
+            assert_eq!(h.side_effects, "None");
+            assert_eq!(h.match_policy.as_deref(), Some("Equivalent"));
+            assert_eq!(h.admission_review_versions, ["v1", "v1beta1"]);
+        }
+        let prod = hooks
+            .iter()
+            .find(|h| {
+                h.namespace_selector
+                    .as_ref()
+                    .and_then(|s| s.match_labels.as_ref())
+                    .is_some_and(|l| l.get("env").map(String::as_str) == Some("prod"))
+            })
+            .expect("the prod-only rule keeps its namespace selector");
+        assert!(prod.object_selector.is_none());
+        let labelled = hooks
+            .iter()
+            .find(|h| h.object_selector.is_some())
+            .expect("the labelled rule keeps its object selector");
+        assert_eq!(
+            labelled
+                .object_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()["tier"],
+            "web"
+        );
+        // The declared resource is registered at every version: the engine converts.
+        let db: Vec<&RuleWithOperations> = hooks
+            .iter()
+            .flat_map(|h| h.rules.iter().flatten())
+            .filter(|r| r.resources.as_deref() == Some(&["databases".to_string()][..]))
+            .collect();
+        assert_eq!(db.len(), 1);
+        assert_eq!(db[0].api_versions.as_deref(), Some(&["*".to_string()][..]));
+    }
+
+    #[test]
+    fn exclusions_follow_the_katalog() {
+        let url = || Target::Url("https://127.0.0.1:8443".into());
+        // A URL target has no namespace of its own.
+        let hooks = validating(SELECTORS, url());
+        assert!(
+            hooks
+                .iter()
+                .all(|h| names_in(&h.namespace_selector) == ["kube-system"])
+        );
+        let everywhere = SELECTORS.replace(
+            "    timeoutSeconds: 7\n",
+            "    timeoutSeconds: 7\n    excludeNamespaces: []\n    excludeEngineNamespace: false\n",
+        );
+        assert_ne!(everywhere, SELECTORS);
+        let hooks = validating(
+            &everywhere,
+            Target::Service {
+                namespace: "katalog-system".into(),
+                name: "katalog".into(),
+                port: 443,
+            },
+        );
+        assert!(
+            hooks
+                .iter()
+                .all(|h| names_in(&h.namespace_selector).is_empty()),
+            "{hooks:#?}"
+        );
+        let only_engine = SELECTORS.replace(
+            "    timeoutSeconds: 7\n",
+            "    timeoutSeconds: 7\n    excludeNamespaces: [ops]\n",
+        );
+        let hooks = validating(
+            &only_engine,
+            Target::Service {
+                namespace: "katalog-system".into(),
+                name: "katalog".into(),
+                port: 443,
+            },
+        );
+        assert!(
+            hooks
+                .iter()
+                .all(|h| names_in(&h.namespace_selector) == ["katalog-system", "ops"])
+        );
+    }
+
+    #[test]
+    fn registrations_refuse_plain_http_and_non_pem_bundles() {
+        let mut r = reg(Target::Url("http://127.0.0.1:8443".into()));
+        r.ca_bundle = Vec::new();
+        let e = r.check().unwrap_err();
+        assert!(e.contains("is not HTTPS"), "{e}");
+        for bad in ["https://", "https:///x", "https://h/?a=b", "127.0.0.1:8443"] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+        assert!(check_url("https://127.0.0.1:8443/base").is_ok());
+        let mut r = reg(Target::Url("https://127.0.0.1:8443".into()));
+        r.ca_bundle = b"not a certificate".to_vec();
+        let e = r.check().unwrap_err();
+        assert!(e.contains("not PEM certificates"), "{e}");
+        r.ca_bundle = crate::tls::DevCa::generate()
+            .unwrap()
+            .ca_pem()
+            .as_bytes()
+            .to_vec();
+        assert_eq!(r.check(), Ok(()));
     }
 }

@@ -97,20 +97,7 @@ pub fn watch(state: Arc<State>) -> Result<Watchers, StartError> {
     })
 }
 
-/// PEM text that holds certificates and nothing unreadable.
-fn ca_bundle_of(bytes: &[u8]) -> Result<(), String> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-    let mut n = 0;
-    for cert in CertificateDer::pem_slice_iter(bytes) {
-        cert.map_err(|e| e.to_string())?;
-        n += 1;
-    }
-    if n == 0 {
-        return Err("no CERTIFICATE block".into());
-    }
-    Ok(())
-}
+use crate::registration::check_ca_bundle as ca_bundle_of;
 
 /// The caBundle in `path` (`--ca-bundle`, e.g. the `ca.crt` of a mounted
 /// cert-manager Secret), read again whenever the file changes, so the

@@ -10,7 +10,8 @@ use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
 use katalog_lang::admission::eval::Endpoint;
-use katalog_lang::admission::review::review_admission;
+use katalog_lang::admission::review::review_admission_only;
+use katalog_lang::admission::webhooks;
 use katalog_lang::review::review_conversion_owned;
 use serde_json::{Value, json};
 
@@ -337,6 +338,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
 
 async fn admission(
     endpoint: Endpoint,
+    group: Option<String>,
     req: HttpRequest,
     payload: web::Payload,
     state: web::Data<State>,
@@ -367,10 +369,26 @@ async fn admission(
         Err(resp) => return resp,
     };
     let ir = loaded.ir.clone();
+    // A generated webhook names its group of rules; the apiserver applied
+    // that group's selectors. An id the Katalog no longer has (a webhook
+    // registered before the last reload, until the housekeeper re-registers)
+    // gets every rule of the endpoint: more enforcement, never less.
+    let only = group.and_then(|id| match webhooks::find(&ir, endpoint, &id) {
+        Some(g) => Some(g.rules),
+        None => {
+            tracing::warn!(
+                endpoint = endpoint.name(),
+                group = id,
+                "unknown webhook group (registered before a reload?): evaluating every rule"
+            );
+            None
+        }
+    });
     let outcome = off_reactor(&state, move || {
         let value: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("failed to read the AdmissionReview: {e}"))?;
-        let response = review_admission(&ir, &value, endpoint).map_err(|e| e.to_string())?;
+        let response = review_admission_only(&ir, &value, endpoint, only.as_deref())
+            .map_err(|e| e.to_string())?;
         let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
         Ok::<_, String>((value, response, bytes))
     })
@@ -491,7 +509,21 @@ fn post(path: &str, endpoint: Endpoint) -> actix_web::Resource {
     web::resource(path)
         .route(web::post().to(
             move |req: HttpRequest, payload: web::Payload, state: web::Data<State>| {
-                admission(endpoint, req, payload, state)
+                admission(endpoint, None, req, payload, state)
+            },
+        ))
+        .default_service(web::to(method_not_allowed))
+}
+
+/// `/validate/{group}` and `/mutate/{group}`: the rules of one generated webhook.
+fn post_group(path: &str, endpoint: Endpoint) -> actix_web::Resource {
+    web::resource(path)
+        .route(web::post().to(
+            move |req: HttpRequest,
+                  group: web::Path<String>,
+                  payload: web::Payload,
+                  state: web::Data<State>| {
+                admission(endpoint, Some(group.into_inner()), req, payload, state)
             },
         ))
         .default_service(web::to(method_not_allowed))
@@ -505,7 +537,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .service(post("/validate", Endpoint::Validate))
+    .service(post_group("/validate/{group}", Endpoint::Validate))
     .service(post("/mutate", Endpoint::Mutate))
+    .service(post_group("/mutate/{group}", Endpoint::Mutate))
     .service(post("/deletion-protection", Endpoint::DeletionProtection))
     .service(post("/namespace-protection", Endpoint::NamespaceProtection))
     .service(post("/strict-mode-protection", Endpoint::StrictMode))

@@ -11,7 +11,7 @@ use kube_core::admission::AdmissionResponse;
 use kube_core::response::Status;
 use serde_json::Value;
 
-use super::eval::{AdmissionInput, Endpoint, evaluate};
+use super::eval::{AdmissionInput, Endpoint, evaluate_only};
 use crate::document::Operation;
 use crate::ir::Ir;
 
@@ -47,6 +47,17 @@ pub fn review_admission(
     review: &Value,
     endpoint: Endpoint,
 ) -> Result<Value, AdmissionReviewError> {
+    review_admission_only(ir, review, endpoint, None)
+}
+
+/// [`review_admission`] for the rules of one generated webhook (indices of
+/// validations or mutations, see [`webhooks`](super::webhooks)).
+pub fn review_admission_only(
+    ir: &Ir,
+    review: &Value,
+    endpoint: Endpoint,
+    only: Option<&[usize]>,
+) -> Result<Value, AdmissionReviewError> {
     let api_version = review
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -80,7 +91,7 @@ pub fn review_admission(
             .with_code(400);
         }
         Ok(input) => {
-            let verdict = evaluate(ir, &input, endpoint);
+            let verdict = evaluate_only(ir, &input, endpoint, only);
             if !verdict.allowed {
                 response.allowed = false;
                 response.result = Status::failure(
