@@ -150,18 +150,27 @@ fn register_prune_refuse_convert_unregister() {
     assert!(report.changed());
 
     // The objects are what registration builds: webhooks, URLs, caBundle.
+    // One webhook per group of rules, named after the group.
+    let group_names = |endpoint| -> Vec<String> {
+        katalog_lang::admission::webhooks::groups(ir, endpoint)
+            .iter()
+            .map(|g| format!("{}.katalog.dev", g.name()))
+            .collect()
+    };
+    use katalog_lang::admission::eval::Endpoint;
     for (kind, name, hook_names) in [
         (
             "ValidatingWebhookConfiguration",
             VALIDATING,
-            vec!["validate.katalog.dev"],
+            group_names(Endpoint::Validate),
         ),
         (
             "MutatingWebhookConfiguration",
             MUTATING,
-            vec!["mutate.katalog.dev"],
+            group_names(Endpoint::Mutate),
         ),
     ] {
+        assert_eq!(hook_names.len(), 1, "{hook_names:?}");
         let got = get_json(
             &env,
             &["get", &kind.to_lowercase(), name, "--show-managed-fields"],
