@@ -359,3 +359,35 @@ fn baseline_deployments() {
 fn restricted_deployments() {
     conformance("restricted", Wrap::Deployment);
 }
+
+/// The restricted Katalog is standalone: its copies of the baseline rules
+/// must stay identical to the baseline Katalog's, and it must have every
+/// baseline rule but the four that restricted rules replace.
+#[test]
+fn restricted_repeats_baseline() {
+    let rules = |level: &str| -> Vec<Value> {
+        let doc = load_yaml(&repo_root().join(format!("katalogs/pod-security-{level}.yaml")));
+        doc.pointer("/spec/admission/validations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let restricted = rules("restricted");
+    let replaced = ["capabilities", "host-path-volumes", "proc-mount", "seccomp"];
+    let mut problems = Vec::new();
+    for rule in rules("baseline") {
+        let name = rule["name"].as_str().unwrap_or_default();
+        let copy = restricted.iter().find(|r| r["name"] == rule["name"]);
+        match (replaced.contains(&name), copy) {
+            (true, Some(_)) => {
+                problems.push(format!("`{name}` is replaced in restricted, yet present"))
+            }
+            (false, None) => problems.push(format!("`{name}` is missing from restricted")),
+            (false, Some(copy)) if *copy != rule => {
+                problems.push(format!("`{name}` differs between baseline and restricted"))
+            }
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
