@@ -203,6 +203,7 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
         }
     }
     ir.security = security;
+    ir.warnings = super::known::unmatchable_resources(loaded);
     ir
 }
 
