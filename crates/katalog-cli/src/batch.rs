@@ -215,7 +215,16 @@ pub fn admit(
             } else {
                 request.object = Some(object.clone());
             }
-            let (verdict, error) = match request.to_input(ir) {
+            let missing = ["apiVersion", "kind"]
+                .into_iter()
+                .find(|k| !object.get(k).is_some_and(Value::is_string));
+            let input = match missing {
+                // The apiserver never sends such an object; saying so beats
+                // an `ALLOWED` that no rule looked at.
+                Some(k) => Err(format!("the object has no {k}")),
+                None => request.to_input(ir),
+            };
+            let (verdict, error) = match input {
                 Ok(input) => (
                     Some(katalog_lang::admission::evaluate(ir, &input, Endpoint::All)),
                     None,

@@ -428,7 +428,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     Ok(ir) => {
                         let warnings = &ir.admission.warnings;
                         for w in warnings {
-                            eprint!("{}", w.render());
+                            eprintln!("{}", w.render());
                         }
                         if strict && !warnings.is_empty() {
                             eprintln!(
@@ -589,7 +589,10 @@ fn run(cli: Cli) -> Result<(), Exit> {
             let batch_output = matches!(output, AdmitFormat::Junit);
             if let Some(objects) = objects.as_ref().filter(|o| o.is_batch() || batch_output) {
                 let results = batch::admit(&ir, &base, &objects.items, delete);
-                let name = file.as_deref().unwrap_or_default();
+                let name = match file.as_deref() {
+                    Some("-") | None => "<stdin>",
+                    Some(f) => f,
+                };
                 match output {
                     AdmitFormat::Text => batch::print_text(&results),
                     AdmitFormat::Json => batch::print_json(&results),
@@ -923,8 +926,15 @@ fn self_signed(
     };
     selfsigned.policy.check().map_err(usage)?;
     selfsigned.check_interval = args.cert_check_interval;
-    let fail =
-        |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), RUNTIME);
+    // As for `register`: a kubeconfig that cannot be used is a usage error,
+    // anything the cluster or the files refuse a runtime error.
+    let fail = |e: katalog_runtime::selfsigned::SelfSignedError| {
+        let code = match e {
+            katalog_runtime::selfsigned::SelfSignedError::Client(_) => USAGE,
+            _ => RUNTIME,
+        };
+        Exit(format!("error: {e}"), code)
+    };
     let files =
         ServingFiles::create_private(&format!("katalog-{}-{}", secret.namespace, secret.name))
             .map_err(fail)?;
@@ -982,7 +992,7 @@ fn plural(n: usize) -> &'static str {
 fn load_ir(path: &Path) -> Result<Ir, Exit> {
     let ir = load_ir_quiet(path)?;
     for w in &ir.admission.warnings {
-        eprint!("{}", w.render());
+        eprintln!("{}", w.render());
     }
     Ok(ir)
 }
