@@ -549,6 +549,13 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 }
             };
             let objects = file.as_deref().map(read_batch).transpose()?;
+            if let (Some(o), Some(f)) = (&objects, &file)
+                && o.items.is_empty()
+                && o.list.is_none()
+            {
+                let f = if f == "-" { "<stdin>" } else { f };
+                return Err(Exit(format!("error: {f} holds no object"), USAGE));
+            }
             let delete = matches!(operation, Some(OperationArg::Delete));
             if let (Some(objects), Some(_)) = (&objects, &old)
                 && objects.is_batch()
@@ -587,6 +594,17 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 dry_run: false,
             };
             let batch_output = matches!(output, AdmitFormat::Junit);
+            let mut base = base;
+            // `--operation DELETE --old FILE -o junit`: the old object is the one reported.
+            let objects = match objects {
+                None if batch_output && delete => {
+                    base.old_object.take().map(|old| batch::Objects {
+                        items: vec![old],
+                        list: None,
+                    })
+                }
+                other => other,
+            };
             if let Some(objects) = objects.as_ref().filter(|o| o.is_batch() || batch_output) {
                 let results = batch::admit(&ir, &base, &objects.items, delete);
                 let name = match file.as_deref() {

@@ -87,6 +87,9 @@ pub fn run(
             // Unreadable: a usage error; not compiling: its own code (see `exit`).
             let sources = files::read_katalog(&katalog_path)?;
             let ir = katalog_lang::compile_sources(&sources)?;
+            for w in &ir.admission.warnings {
+                eprintln!("{}", w.render());
+            }
             let cases = suite
                 .spec
                 .cases

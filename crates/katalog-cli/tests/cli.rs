@@ -490,6 +490,46 @@ const CASES: &[Case] = &[
         code: 1,
     },
     Case {
+        name: "admit-delete-old-junit",
+        args: &[
+            "admit",
+            "--katalog",
+            "katalogs/protections.yaml",
+            "--operation",
+            "DELETE",
+            "--old",
+            "crates/katalog-cli/tests/golden/protected-database.yaml",
+            "-o",
+            "junit",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-empty-input",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ],
+        stdin: Some("# nothing here\n"),
+        code: 2,
+    },
+    Case {
+        name: "admit-empty-list",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "json",
+            "-",
+        ],
+        stdin: Some("{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}"),
+        code: 0,
+    },
+    Case {
         name: "admit-broken-katalog",
         args: &[
             "admit",
