@@ -370,3 +370,108 @@ pub fn converted_output(objects: &Objects, converted: Vec<Value>) -> Vec<Value> 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    fn names(o: &Objects) -> Vec<String> {
+        o.items.iter().map(describe).collect()
+    }
+
+    #[test]
+    fn lists_are_flattened_in_order_nested_ones_too() {
+        let input = json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+            "items": [pod("a"), {"apiVersion": "v1", "kind": "PodList", "items": [pod("b"), pod("c")]}, pod("d")]});
+        let o = flatten(vec![input], "x").unwrap_or_else(|e| panic!("{}", e.0));
+        assert_eq!(names(&o), ["Pod ns/a", "Pod ns/b", "Pod ns/c", "Pod ns/d"]);
+        assert!(o.is_batch());
+        let wrapper = o.list.unwrap_or_default();
+        assert_eq!(wrapper.get("kind"), Some(&json!("List")));
+        assert!(!wrapper.contains_key("items"));
+    }
+
+    #[test]
+    fn documents_are_not_a_list_and_one_plain_object_is_not_a_batch() {
+        let o = flatten(vec![pod("a"), pod("b")], "x").unwrap_or_else(|e| panic!("{}", e.0));
+        assert!(o.list.is_none() && o.is_batch());
+        let one = flatten(vec![pod("a")], "x").unwrap_or_else(|e| panic!("{}", e.0));
+        assert!(!one.is_batch());
+        // `items` that is not a list does not make a List.
+        let odd = json!({"kind": "ThingList", "items": "no"});
+        let o = flatten(vec![odd.clone()], "x").unwrap_or_else(|e| panic!("{}", e.0));
+        assert_eq!(o.items, [odd]);
+    }
+
+    #[test]
+    fn lists_nested_too_deep_are_refused() {
+        let mut v = pod("deep");
+        for _ in 0..=MAX_LIST_DEPTH {
+            v = json!({"kind": "List", "items": [v]});
+        }
+        match flatten(vec![v], "deep.yaml") {
+            Err(Exit(m, code)) => {
+                assert_eq!(code, USAGE);
+                assert_eq!(m, "error: deep.yaml nests Lists deeper than 32 levels");
+            }
+            Ok(o) => panic!("accepted {} objects", o.items.len()),
+        }
+    }
+
+    #[test]
+    fn objects_are_named_for_reports() {
+        assert_eq!(describe(&pod("a")), "Pod ns/a");
+        assert_eq!(
+            describe(&json!({"kind": "Namespace", "metadata": {"name": "team-a"}})),
+            "Namespace team-a"
+        );
+        assert_eq!(
+            describe(&json!({"kind": "Pod", "metadata": {"generateName": "web-"}})),
+            "Pod web-*"
+        );
+        assert_eq!(describe(&json!({})), "<no kind> <no name>");
+    }
+
+    #[test]
+    fn the_summary_partitions_and_picks_the_exit_code() {
+        let verdict = |allowed: bool, warned: bool| Verdict {
+            allowed,
+            warnings: if warned {
+                vec![katalog_lang::admission::eval::Finding {
+                    rule: "r".into(),
+                    message: "m".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        };
+        let result = |v: Option<Verdict>| AdmitResult {
+            id: Identity::of(0, &pod("a")),
+            label: String::new(),
+            error: v.is_none().then(|| "bad".into()),
+            verdict: v,
+        };
+        let mut results = vec![
+            result(Some(verdict(true, false))),
+            result(Some(verdict(true, true))),
+            result(Some(verdict(false, true))),
+        ];
+        let s = Summary::of(&results);
+        assert_eq!(s.line(), "3 objects: 2 allowed (1 with warnings), 1 denied");
+        assert!(matches!(s.outcome(), Err(Exit(_, NO))));
+        results.push(result(None));
+        let s = Summary::of(&results);
+        assert_eq!(
+            s.line(),
+            "4 objects: 2 allowed (1 with warnings), 1 denied, 1 not evaluated"
+        );
+        assert!(matches!(s.outcome(), Err(Exit(_, USAGE))));
+        assert!(Summary::of(&results[..2]).outcome().is_ok());
+    }
+}
