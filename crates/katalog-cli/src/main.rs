@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use katalog_lang::Ir;
 use katalog_lang::admission::eval::{Endpoint, SimulatedRequest, Verdict};
 use katalog_lang::document::Operation;
-use katalog_lang::{Diagnostics, ErrorKind, Ir};
 use serde_json::Value;
 
 /// Print to standard output; a closed pipe (`katalog ... | head`) ends the
@@ -31,13 +31,16 @@ macro_rules! outln {
 
 pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        std::process::exit(exit::SUCCESS.into());
     }
     eprintln!("error: failed to write to standard output: {e}");
-    std::process::exit(2);
+    std::process::exit(exit::RUNTIME.into());
 }
 
+mod batch;
+mod exit;
 mod test_cmd;
+use exit::{Exit, KATALOG, NO, RUNTIME, USAGE};
 use katalog_runtime::files;
 
 #[derive(Parser)]
@@ -59,13 +62,18 @@ enum Format {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Load and compile Katalogs; report every error. Exit 0 valid, 1 invalid, 2 usage.
+    /// Load and compile Katalogs; report every error and warning. Exit 0
+    /// valid, 1 invalid, 2 usage (see docs/cli.md).
     Check {
         /// Katalog files or directories.
         #[arg(required = true)]
         katalogs: Vec<PathBuf>,
+        /// Warnings (e.g. a rule that can never match) make the Katalog invalid.
+        #[arg(long)]
+        strict: bool,
     },
-    /// Convert objects (any served version) to another version and print them.
+    /// Convert objects (any served version) to another version and print
+    /// them; a List stays a List. Exit 0 all converted, 1 any failed.
     Convert {
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
@@ -74,7 +82,8 @@ enum Command {
         to: String,
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
-        /// A YAML or JSON file holding one or more objects; `-` reads standard input.
+        /// A YAML or JSON file holding one or more objects (documents, a JSON
+        /// array, a `kind: List`); `-` reads standard input.
         #[arg(default_value = "-")]
         file: String,
     },
@@ -90,13 +99,14 @@ enum Command {
         file: String,
     },
     /// Dry-run admission: mutations, then validations and protections on the
-    /// mutated object. Exit 0 allowed, 1 denied, 2 usage or load error.
+    /// mutated object, for each object of the input. Exit 0 all allowed,
+    /// 1 any denied, 2 usage, 3 the Katalog does not compile.
     Admit {
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         #[arg(long, value_enum)]
         operation: Option<OperationArg>,
-        /// The object before the change (UPDATE, DELETE).
+        /// The object before the change (UPDATE, DELETE); only with one object.
         #[arg(long)]
         old: Option<PathBuf>,
         #[arg(long)]
@@ -115,10 +125,12 @@ enum Command {
         namespace_object: Option<PathBuf>,
         #[arg(short, long, value_enum, default_value = "text")]
         output: AdmitFormat,
-        /// The object (YAML or JSON); `-` reads standard input. For a DELETE, give `--old` only.
+        /// The objects (YAML or JSON: documents, an array, a `kind: List`); `-`
+        /// reads standard input. For a DELETE, the objects being deleted.
         file: Option<String>,
     },
-    /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any failure, 2 usage or load error.
+    /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any
+    /// failure, 2 usage, 3 a suite's Katalog does not compile.
     Test {
         /// Suite files, or directories searched for `*.test.yaml`.
         #[arg(required = true)]
@@ -323,7 +335,7 @@ impl TargetArgs {
         let ir = load_ir(&self.katalog)?;
         let ca_bundle = match &self.ca_bundle {
             Some(p) => std::fs::read(p)
-                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?,
+                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), USAGE))?,
             None => Vec::new(),
         };
         let target = match self.url {
@@ -381,6 +393,8 @@ enum OperationArg {
 enum AdmitFormat {
     Text,
     Json,
+    /// One testcase per object; a denial is a failure.
+    Junit,
 }
 
 #[derive(Subcommand)]
@@ -392,20 +406,10 @@ enum DebugCommand {
     },
 }
 
-/// An error that ends the command: its message and exit code.
-struct Exit(String, u8);
-
-impl From<Diagnostics> for Exit {
-    fn from(d: Diagnostics) -> Self {
-        let io = d.iter().any(|x| x.kind == ErrorKind::Io);
-        Exit(d.render(), if io { 2 } else { 1 })
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(Exit(message, code)) => {
             eprint!("{message}");
             if !message.is_empty() && !message.ends_with('\n') {
@@ -418,11 +422,25 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
-        Command::Check { katalogs } => {
-            let mut worst = 0u8;
+        Command::Check { katalogs, strict } => {
+            let mut worst = exit::SUCCESS;
             for path in &katalogs {
-                match load_ir(path) {
+                match load_ir_quiet(path) {
                     Ok(ir) => {
+                        let warnings = &ir.admission.warnings;
+                        for w in warnings {
+                            eprintln!("{}", w.render());
+                        }
+                        if strict && !warnings.is_empty() {
+                            eprintln!(
+                                "{}: {} warning{} (--strict makes them errors)",
+                                path.display(),
+                                warnings.len(),
+                                plural(warnings.len())
+                            );
+                            worst = worst.max(NO);
+                            continue;
+                        }
                         let rules: usize = ir
                             .resources
                             .iter()
@@ -431,7 +449,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                             .sum();
                         let (v, m) = (ir.admission.validations.len(), ir.admission.mutations.len());
                         outln!(
-                            "{}: ok ({} resource{}, {} conversion rule{}, {} validation{}, {} mutation{})",
+                            "{}: ok ({} resource{}, {} conversion rule{}, {} validation{}, {} mutation{}{})",
                             path.display(),
                             ir.resources.len(),
                             plural(ir.resources.len()),
@@ -440,18 +458,24 @@ fn run(cli: Cli) -> Result<(), Exit> {
                             v,
                             plural(v),
                             m,
-                            plural(m)
+                            plural(m),
+                            if warnings.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", {} warning{}", warnings.len(), plural(warnings.len()))
+                            }
                         );
                     }
                     Err(Exit(message, code)) => {
                         eprint!("{message}");
-                        worst = worst.max(code);
+                        // For `check`, a Katalog that does not compile is the answer.
+                        worst = worst.max(if code == KATALOG { NO } else { code });
                     }
                 }
             }
             match worst {
-                0 => Ok(()),
-                code => Err(Exit(String::new(), code)),
+                exit::SUCCESS => Ok(()),
+                code => Err(Exit::quiet(code)),
             }
         }
         Command::Convert {
@@ -460,19 +484,15 @@ fn run(cli: Cli) -> Result<(), Exit> {
             output,
             file,
         } => {
-            // Exit 1 means denied; anything that stops the evaluation is 2.
-            let ir = load_ir(&katalog).map_err(|Exit(m, _)| Exit(m, 2))?;
-            let objects = read_objects(&file)?;
-            let mut out = Vec::new();
-            for (i, object) in objects.iter().enumerate() {
-                let desired = desired_api_version(&ir, object, &to)
-                    .map_err(|m| Exit(format!("error: object {i}: {m}"), 1))?;
-                let converted = katalog_lang::convert::convert(&ir, object, &desired)
-                    .map_err(|e| Exit(format!("error: failed to convert object {i}: {e}"), 1))?;
-                out.push(converted);
+            let ir = load_ir(&katalog)?;
+            let objects = read_batch(&file)?;
+            let (converted, failures) = batch::convert(&ir, &objects, &to);
+            print_values(&batch::converted_output(&objects, converted), output);
+            if failures.is_empty() {
+                Ok(())
+            } else {
+                Err(Exit(failures.join("\n"), NO))
             }
-            print_values(&out, output);
-            Ok(())
         }
         Command::Review {
             katalog,
@@ -484,6 +504,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
             let kind = serde_json::from_slice::<Value>(&body)
                 .ok()
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
+            // A review the server would answer 400 to is unusable input.
             let response = if kind.as_deref() == Some("AdmissionReview") {
                 let endpoint = match endpoint {
                     ReviewEndpoint::Validate => Endpoint::Validate,
@@ -493,10 +514,10 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     ReviewEndpoint::StrictModeProtection => Endpoint::StrictMode,
                 };
                 katalog_lang::admission::review::review_admission_bytes(&ir, &body, endpoint)
-                    .map_err(|e| Exit(format!("error: {e}"), 1))?
+                    .map_err(|e| Exit(format!("error: {e}"), USAGE))?
             } else {
                 katalog_lang::review::review_conversion_bytes(&ir, &body)
-                    .map_err(|e| Exit(format!("error: {e}"), 1))?
+                    .map_err(|e| Exit(format!("error: {e}"), USAGE))?
             };
             outln!(
                 "{}",
@@ -518,30 +539,45 @@ fn run(cli: Cli) -> Result<(), Exit> {
             file,
         } => {
             let ir = load_ir(&katalog)?;
-            let one = |path: &str| -> Result<Value, Exit> {
-                let mut objects = read_objects(path).map_err(|Exit(m, _)| Exit(m, 2))?;
+            let one = |path: &str, flag: &str| -> Result<Value, Exit> {
+                let mut objects = read_batch(path)?.items;
                 match objects.len() {
                     1 => Ok(objects.remove(0)),
                     n => Err(Exit(
-                        format!("error: {path} holds {n} objects; give exactly one"),
-                        2,
+                        format!("error: {flag}{path} holds {n} objects; give exactly one"),
+                        USAGE,
                     )),
                 }
             };
-            let mut object = file.as_deref().map(one).transpose()?;
-            let mut old_object = old
-                .as_ref()
-                .map(|p| one(&p.display().to_string()))
-                .transpose()?;
-            // A DELETE carries the object being deleted as the old object.
-            if matches!(operation, Some(OperationArg::Delete)) && old_object.is_none() {
-                old_object = object.take();
+            let objects = file.as_deref().map(read_batch).transpose()?;
+            if let (Some(o), Some(f)) = (&objects, &file)
+                && o.items.is_empty()
+                && o.list.is_none()
+            {
+                let f = if f == "-" { "<stdin>" } else { f };
+                return Err(Exit(format!("error: {f} holds no object"), USAGE));
             }
+            let delete = matches!(operation, Some(OperationArg::Delete));
+            if let (Some(objects), Some(_)) = (&objects, &old)
+                && objects.is_batch()
+            {
+                return Err(Exit(
+                    format!(
+                        "error: --old is the object before the change of one object, but the input holds {} objects; admit them one at a time",
+                        objects.items.len()
+                    ),
+                    USAGE,
+                ));
+            }
+            let old_object = old
+                .as_ref()
+                .map(|p| one(&p.display().to_string(), "--old "))
+                .transpose()?;
             let namespace_object = namespace_object
                 .as_ref()
-                .map(|p| one(&p.display().to_string()))
+                .map(|p| one(&p.display().to_string(), "--namespace-object "))
                 .transpose()?;
-            let request = SimulatedRequest {
+            let base = SimulatedRequest {
                 resource,
                 operation: operation.map(|o| match o {
                     OperationArg::Create => Operation::Create,
@@ -553,26 +589,57 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 namespace,
                 user,
                 groups,
-                object,
+                object: None,
                 old_object,
                 namespace_object,
                 dry_run: false,
             };
+            let batch_output = matches!(output, AdmitFormat::Junit);
+            let mut base = base;
+            // `--operation DELETE --old FILE -o junit`: the old object is the one reported.
+            let objects = match objects {
+                None if batch_output && delete => {
+                    base.old_object.take().map(|old| batch::Objects {
+                        items: vec![old],
+                        list: None,
+                    })
+                }
+                other => other,
+            };
+            if let Some(objects) = objects.as_ref().filter(|o| o.is_batch() || batch_output) {
+                let results = batch::admit(&ir, &base, &objects.items, delete);
+                let name = match file.as_deref() {
+                    Some("-") | None => "<stdin>",
+                    Some(f) => f,
+                };
+                match output {
+                    AdmitFormat::Text => batch::print_text(&results),
+                    AdmitFormat::Json => batch::print_json(&results),
+                    AdmitFormat::Junit => batch::print_junit(&results, name),
+                }
+                return batch::Summary::of(&results).outcome();
+            }
+            let mut request = base;
+            request.object = objects.and_then(|o| o.items.into_iter().next());
+            // A DELETE carries the object being deleted as the old object.
+            if delete && request.old_object.is_none() {
+                request.old_object = request.object.take();
+            }
             let input = request
                 .to_input(&ir)
-                .map_err(|e| Exit(format!("error: {e}"), 2))?;
+                .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
             let verdict = katalog_lang::admission::evaluate(&ir, &input, Endpoint::All);
             match output {
                 AdmitFormat::Json => outln!(
                     "{}",
                     serde_json::to_string_pretty(&verdict).unwrap_or_default()
                 ),
-                AdmitFormat::Text => print_verdict(&verdict),
+                _ => print_verdict(&verdict),
             }
             if verdict.allowed {
                 Ok(())
             } else {
-                Err(Exit(String::new(), 1))
+                Err(Exit::quiet(NO))
             }
         }
         Command::Serve(args) => serve(*args),
@@ -619,15 +686,20 @@ fn cluster_runtime() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Exit(format!("error: failed to start the async runtime: {e}"), 2))
+        .map_err(|e| {
+            Exit(
+                format!("error: failed to start the async runtime: {e}"),
+                RUNTIME,
+            )
+        })
 }
 
-/// A kubeconfig that cannot be loaded is a usage error (2); anything the
-/// cluster refuses or fails is 1.
+/// A kubeconfig that cannot be loaded is a usage error; anything the
+/// cluster refuses or fails is a runtime error.
 fn cluster_exit(e: katalog_runtime::cluster::ClusterError) -> Exit {
     let code = match e {
-        katalog_runtime::cluster::ClusterError::Config(_) => 2,
-        _ => 1,
+        katalog_runtime::cluster::ClusterError::Config(_) => USAGE,
+        _ => RUNTIME,
     };
     Exit(format!("error: {e}"), code)
 }
@@ -680,7 +752,7 @@ fn migrate_storage(
     if !(rate.is_finite() && rate > 0.0) {
         return Err(Exit(
             "error: --rate must be a positive number of objects per second".into(),
-            2,
+            USAGE,
         ));
     }
     let opts = MigrateOptions {
@@ -703,10 +775,10 @@ fn migrate_storage(
             outln!("{report}");
             Err(Exit(
                 format!("error: {}", MigrateError::Incomplete { report }),
-                1,
+                NO,
             ))
         }
-        Err(e) => Err(Exit(format!("error: {e}"), 1)),
+        Err(e) => Err(Exit(format!("error: {e}"), RUNTIME)),
     }
 }
 
@@ -721,7 +793,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
         } else {
             Err(Exit(
                 format!("error: --{flag} must be a positive number of seconds"),
-                2,
+                USAGE,
             ))
         }
     };
@@ -745,7 +817,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
                 .clone()
                 .unwrap_or_else(|| std::env::temp_dir().join("katalog-dev"));
             let files = katalog_runtime::tls::write_dev_certificates(&dir, &names)
-                .map_err(|e| Exit(format!("error: {e}"), 1))?;
+                .map_err(|e| Exit(format!("error: {e}"), RUNTIME))?;
             (files.cert, files.key, Some(files.ca))
         }
     };
@@ -769,13 +841,13 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             (None, Some(p)) => {
                 let (bundle, watch) =
                     katalog_runtime::reload::watch_ca_bundle(&p, config.reload_debounce)
-                        .map_err(|e| Exit(format!("error: {e}"), 2))?;
+                        .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
                 (bundle, Some(watch))
             }
             (None, None) => {
                 return Err(Exit(
                     "error: --register needs --ca-bundle when --tls-cert is given".into(),
-                    2,
+                    USAGE,
                 ));
             }
         };
@@ -840,7 +912,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
         // The housekeeper stops first: it may still register the caBundle.
         (housekeeper, keeper, ca_watch)
     })
-    .map_err(|e| Exit(format!("error: {e}"), 1))
+    .map_err(|e| Exit(format!("error: {e}"), RUNTIME))
 }
 
 fn duration_arg(s: &str) -> Result<std::time::Duration, String> {
@@ -861,7 +933,8 @@ fn self_signed(
     Exit,
 > {
     use katalog_runtime::selfsigned::{Policy, SecretRef, SelfSigned, ServingFiles};
-    let usage = |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), 2);
+    let usage =
+        |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), USAGE);
     let secret: SecretRef = secret.parse().map_err(usage)?;
     let mut selfsigned = SelfSigned::new(secret.clone(), names);
     selfsigned.policy = Policy {
@@ -873,7 +946,15 @@ fn self_signed(
     };
     selfsigned.policy.check().map_err(usage)?;
     selfsigned.check_interval = args.cert_check_interval;
-    let fail = |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), 1);
+    // As for `register`: a kubeconfig that cannot be used is a usage error,
+    // anything the cluster or the files refuse a runtime error.
+    let fail = |e: katalog_runtime::selfsigned::SelfSignedError| {
+        let code = match e {
+            katalog_runtime::selfsigned::SelfSignedError::Client(_) => USAGE,
+            _ => RUNTIME,
+        };
+        Exit(format!("error: {e}"), code)
+    };
     let files =
         ServingFiles::create_private(&format!("katalog-{}-{}", secret.namespace, secret.name))
             .map_err(fail)?;
@@ -895,6 +976,12 @@ fn self_signed(
 
 fn print_verdict(v: &Verdict) {
     outln!("{}", if v.allowed { "ALLOWED" } else { "DENIED" });
+    let n = v.matched.len();
+    if n == 0 {
+        outln!("matched: no rule");
+    } else {
+        outln!("matched: {n} rule{} ({})", plural(n), v.matched.join(", "));
+    }
     for d in &v.denials {
         outln!("  deny  [{}] {}", d.rule, d.message);
     }
@@ -921,9 +1008,26 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// The compiled Katalog; its warnings go to standard error.
 fn load_ir(path: &Path) -> Result<Ir, Exit> {
+    let ir = load_ir_quiet(path)?;
+    for w in &ir.admission.warnings {
+        eprintln!("{}", w.render());
+    }
+    Ok(ir)
+}
+
+/// The compiled Katalog, warnings left to the caller.
+fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
     Ok(katalog_lang::compile_sources(&sources)?)
+}
+
+/// The objects of an input file, Lists flattened; what cannot be read or
+/// parsed is a usage error.
+fn read_batch(file: &str) -> Result<batch::Objects, Exit> {
+    let documents = read_objects(file).map_err(|e| e.with_code(USAGE))?;
+    batch::flatten(documents, if file == "-" { "<stdin>" } else { file })
 }
 
 fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
@@ -931,10 +1035,10 @@ fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
         let mut buf = Vec::new();
         std::io::stdin()
             .read_to_end(&mut buf)
-            .map_err(|e| Exit(format!("error: failed to read standard input: {e}"), 2))?;
+            .map_err(|e| Exit(format!("error: failed to read standard input: {e}"), USAGE))?;
         Ok(buf)
     } else {
-        std::fs::read(file).map_err(|e| Exit(format!("error: failed to read {file}: {e}"), 2))
+        std::fs::read(file).map_err(|e| Exit(format!("error: failed to read {file}: {e}"), USAGE))
     }
 }
 

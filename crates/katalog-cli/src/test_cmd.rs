@@ -6,7 +6,8 @@ use katalog_lang::Source;
 use katalog_lang::suite::{CaseResult, run_case};
 use serde::Serialize;
 
-use crate::{Exit, files};
+use crate::exit::{Exit, NO, USAGE};
+use crate::files;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Report {
@@ -28,11 +29,14 @@ fn suite_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Exit> {
     for p in paths {
         if p.is_dir() {
             collect(p, &mut out)
-                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), 2))?;
+                .map_err(|e| Exit(format!("error: failed to read {}: {e}", p.display()), USAGE))?;
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(Exit(format!("error: {} does not exist", p.display()), 2));
+            return Err(Exit(
+                format!("error: {} does not exist", p.display()),
+                USAGE,
+            ));
         }
     }
     Ok(out)
@@ -65,18 +69,27 @@ pub fn run(
     let select = select
         .map(regex::Regex::new)
         .transpose()
-        .map_err(|e| Exit(format!("error: --case is not a valid regex: {e}"), 2))?;
+        .map_err(|e| Exit(format!("error: --case is not a valid regex: {e}"), USAGE))?;
     let mut results = Vec::new();
     for file in suite_files(paths)? {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| Exit(format!("error: failed to read {}: {e}", file.display()), 2))?;
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            Exit(
+                format!("error: failed to read {}: {e}", file.display()),
+                USAGE,
+            )
+        })?;
         let source = Source::new(file.display().to_string(), text);
-        let suites = katalog_lang::load::load_suites(&source).map_err(|d| Exit(d.render(), 2))?;
+        let suites =
+            katalog_lang::load::load_suites(&source).map_err(|d| Exit(d.render(), USAGE))?;
         let base = file.parent().unwrap_or(Path::new("."));
         for suite in suites {
             let katalog_path = base.join(&suite.spec.katalog);
-            let sources = files::read_katalog(&katalog_path).map_err(|d| Exit(d.render(), 2))?;
-            let ir = katalog_lang::compile_sources(&sources).map_err(|d| Exit(d.render(), 2))?;
+            // Unreadable: a usage error; not compiling: its own code (see `exit`).
+            let sources = files::read_katalog(&katalog_path)?;
+            let ir = katalog_lang::compile_sources(&sources)?;
+            for w in &ir.admission.warnings {
+                eprintln!("{}", w.render());
+            }
             let cases = suite
                 .spec
                 .cases
@@ -122,10 +135,10 @@ pub fn run(
         Report::Junit => print_junit(&results, fail_only),
     }
     if failed > 0 {
-        return Err(Exit(String::new(), 1));
+        return Err(Exit::quiet(NO));
     }
     if total == 0 {
-        return Err(Exit("error: no test case ran".into(), 2));
+        return Err(Exit("error: no test case ran".into(), USAGE));
     }
     Ok(())
 }
@@ -146,7 +159,7 @@ fn print_table(results: &[SuiteResult], fail_only: bool, total: usize, failed: u
     outln!("{} passed, {} failed", total - failed, failed);
 }
 
-fn xml_escape(s: &str) -> String {
+pub(crate) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -88,7 +88,7 @@ const CASES: &[Case] = &[
             "no/such/kubeconfig",
         ],
         stdin: None,
-        code: 1,
+        code: 2,
     },
     Case {
         name: "register-missing-kubeconfig",
@@ -200,7 +200,7 @@ const CASES: &[Case] = &[
         name: "review-malformed",
         args: &["review", "--katalog", "katalogs/crontab.yaml", "-"],
         stdin: Some("{\"kind\": "),
-        code: 1,
+        code: 2,
     },
     Case {
         name: "debug-ir",
@@ -404,7 +404,294 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 2,
     },
+    // Batch dry runs, matched rules, warnings and every exit code (docs/cli.md).
+    Case {
+        name: "check-warnings",
+        args: &["check", "crates/katalog-cli/tests/golden/unmatchable.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "check-strict",
+        args: &[
+            "check",
+            "--strict",
+            "crates/katalog-cli/tests/golden/unmatchable.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-warnings-to-stderr",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/unmatchable.yaml",
+            "-",
+        ],
+        stdin: Some(CRONTAB_V1),
+        code: 0,
+    },
+    Case {
+        name: "admit-list",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-list-json",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "json",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-list-junit",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "junit",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-documents-allowed",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ],
+        stdin: Some(GOOD_PODS),
+        code: 0,
+    },
+    Case {
+        name: "admit-json-array-not-evaluated",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ],
+        stdin: Some(
+            r#"[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"team": "x"}}, "spec": {"containers": []}}, {"kind": "Pod", "metadata": {"name": "b"}}]"#,
+        ),
+        code: 2,
+    },
+    Case {
+        name: "admit-old-with-several",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "--old",
+            "crates/katalog-cli/tests/golden/pod.yaml",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "admit-delete-several",
+        args: &[
+            "admit",
+            "--katalog",
+            "katalogs/protections.yaml",
+            "--operation",
+            "DELETE",
+            "-",
+        ],
+        stdin: Some(DATABASES),
+        code: 1,
+    },
+    Case {
+        name: "admit-delete-old-junit",
+        args: &[
+            "admit",
+            "--katalog",
+            "katalogs/protections.yaml",
+            "--operation",
+            "DELETE",
+            "--old",
+            "crates/katalog-cli/tests/golden/protected-database.yaml",
+            "-o",
+            "junit",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-empty-input",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ],
+        stdin: Some("# nothing here\n"),
+        code: 2,
+    },
+    Case {
+        name: "admit-empty-list",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "json",
+            "-",
+        ],
+        stdin: Some("{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}"),
+        code: 0,
+    },
+    Case {
+        name: "admit-broken-katalog",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/broken.yaml",
+            "crates/katalog-cli/tests/golden/pod.yaml",
+        ],
+        stdin: None,
+        code: 3,
+    },
+    Case {
+        name: "admit-unparsable-input",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ],
+        stdin: Some("kind: [Pod\n"),
+        code: 2,
+    },
+    Case {
+        name: "convert-typed-list-one-fails",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "crates/katalog-cli/tests/golden/crontab-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "convert-list",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/hostport.yaml",
+            "--to",
+            "v2",
+            "-o",
+            "json",
+            "-",
+        ],
+        stdin: Some(HOSTPORT_LIST),
+        code: 0,
+    },
+    Case {
+        name: "convert-broken-katalog",
+        args: &[
+            "convert",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/broken.yaml",
+            "--to",
+            "v2",
+            "-",
+        ],
+        stdin: Some(CRONTAB_V1),
+        code: 3,
+    },
+    Case {
+        name: "convert-missing-input",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "no/such/objects.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "test-broken-katalog",
+        args: &[
+            "test",
+            "crates/katalog-cli/tests/golden/broken-katalog.test.yaml",
+        ],
+        stdin: None,
+        code: 3,
+    },
+    Case {
+        name: "manifests-broken-katalog",
+        args: &[
+            "manifests",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/broken.yaml",
+        ],
+        stdin: None,
+        code: 3,
+    },
+    Case {
+        name: "unregister-unreachable-cluster",
+        args: &[
+            "unregister",
+            "--kubeconfig",
+            "crates/katalog-cli/tests/golden/unreachable.kubeconfig",
+        ],
+        stdin: None,
+        code: 4,
+    },
 ];
+
+const GOOD_PODS: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: team-a, labels: {team: a}}
+spec: {containers: [{name: app, image: registry.internal/a:1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: team-b, labels: {team: b}}
+spec: {containers: [{name: app, image: registry.internal/b:1}]}
+";
+
+const DATABASES: &str = "apiVersion: data.example.com/v1
+kind: Database
+metadata: {name: orders, namespace: data-prod, labels: {katalog.dev/protected: 'true'}}
+---
+apiVersion: data.example.com/v1
+kind: Database
+metadata: {name: scratch, namespace: data-dev}
+";
+
+const HOSTPORT_LIST: &str = "apiVersion: v1
+kind: List
+items:
+  - {apiVersion: stable.example.com/v1, kind: HostPort, metadata: {name: a}, hostPort: 'localhost:8080'}
+  - {apiVersion: stable.example.com/v1, kind: HostPort, metadata: {name: b}, hostPort: example.com}
+";
 
 const CRONTAB_V1: &str = "apiVersion: stable.example.com/v1
 kind: CronTab

@@ -334,7 +334,7 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
         "{stderr}"
     );
     let out = migrate("nope.example.com");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: failed to find CustomResourceDefinition nope.example.com: it does not exist\n"

@@ -1,5 +1,5 @@
-//! Located errors of a Katalog. The language crate collects them; the CLI
-//! renders them (see [`Diagnostic::render`]).
+//! Located errors (and warnings) of a Katalog. The language crate collects
+//! them; the CLI renders them (see [`Diagnostic::render`]).
 
 use std::fmt;
 
@@ -37,12 +37,35 @@ pub enum ErrorKind {
     Conflict,
     /// Anything else that makes the Katalog invalid.
     Invalid,
+    /// A rule's resource pattern that selects no resource the Katalog or
+    /// Kubernetes knows (a warning).
+    UnknownResource,
+}
+
+/// Whether a diagnostic makes the Katalog invalid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    #[default]
+    Error,
+    /// Worth fixing, but the Katalog compiles (`katalog check --strict`
+    /// refuses it).
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
 }
 
 /// One located error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
     pub kind: ErrorKind,
+    pub severity: Severity,
     pub message: String,
     pub loc: Option<Loc>,
     /// The source line the location points into, for display.
@@ -57,6 +80,7 @@ impl Diagnostic {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
+            severity: Severity::Error,
             message: message.into(),
             loc: None,
             snippet: None,
@@ -71,6 +95,12 @@ impl Diagnostic {
         self
     }
 
+    /// The same diagnostic as a warning.
+    pub fn warning(mut self) -> Self {
+        self.severity = Severity::Warning;
+        self
+    }
+
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
@@ -81,13 +111,14 @@ impl Diagnostic {
         self
     }
 
-    /// Human rendering: `file:line:col: error: message`, the line, a caret,
-    /// then help and related notes.
+    /// Human rendering: `file:line:col: error: message` (or `warning:`),
+    /// the line, a caret, then help and related notes.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        let severity = self.severity.as_str();
         match &self.loc {
-            Some(loc) => out.push_str(&format!("{loc}: error: {}\n", self.message)),
-            None => out.push_str(&format!("error: {}\n", self.message)),
+            Some(loc) => out.push_str(&format!("{loc}: {severity}: {}\n", self.message)),
+            None => out.push_str(&format!("{severity}: {}\n", self.message)),
         }
         if let (Some(loc), Some(line)) = (&self.loc, &self.snippet) {
             let gutter = loc.line.to_string();

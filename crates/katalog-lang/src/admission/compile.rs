@@ -240,6 +240,7 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
         }
     }
     ir.security = security;
+    ir.warnings = super::known::unmatchable_resources(loaded);
     ir
 }
 

@@ -80,6 +80,9 @@ pub struct Verdict {
     pub audits: Vec<Finding>,
     /// Names of the mutations that changed the object.
     pub mutations: Vec<String>,
+    /// Names of the mutations and validations whose match held, in the
+    /// order they ran (mutations first).
+    pub matched: Vec<String>,
     /// RFC 6902 operations turning the object into `patched`.
     pub patch: Vec<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -657,6 +660,7 @@ fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut
         if !matches(&v.matcher, input, Some(vars))? {
             return Ok(None);
         }
+        verdict.matched.push(v.name.clone());
         let locals = vars.with_locals(&v.variables)?;
         let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
         Ok((!violations.is_empty()).then_some((violations, locals)))
@@ -738,7 +742,7 @@ fn mutate(
         };
         let vars = Vars::new(adm, &view);
         match matches(&m.matcher, &view, Some(&vars)) {
-            Ok(true) => {}
+            Ok(true) => verdict.matched.push(m.name.clone()),
             Ok(false) => continue,
             Err(e) => {
                 verdict.warnings.push(Finding {

@@ -6,6 +6,7 @@
 
 pub mod compile;
 pub mod eval;
+pub mod known;
 pub mod review;
 pub(crate) mod versions;
 pub mod webhooks;
@@ -36,6 +37,9 @@ pub struct AdmissionIr {
     pub validations: Vec<ValidationIr>,
     pub mutations: Vec<MutationIr>,
     pub security: SecurityIr,
+    /// Located warnings (severity [`crate::error::Severity::Warning`]): the
+    /// Katalog compiles, but something in it looks wrong.
+    pub warnings: Vec<crate::Diagnostic>,
 }
 
 impl AdmissionIr {
