@@ -86,6 +86,9 @@ pub struct Node {
     pub line: usize,
     pub column: usize,
     pub kind: NodeKind,
+    /// The byte offset of the node's definition (an alias's anchored node),
+    /// by which [`crate::yaml`] finds the scalar's style.
+    pub defined_at: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -182,6 +185,11 @@ impl<'de> Deserialize<'de> for Node {
             line: spanned.referenced.line() as usize,
             column: spanned.referenced.column() as usize,
             kind: spanned.value.0,
+            defined_at: spanned
+                .defined
+                .span()
+                .byte_offset()
+                .and_then(|o| usize::try_from(o).ok()),
         })
     }
 }
