@@ -92,23 +92,24 @@ pub fn read_documents(text: &str) -> Result<Vec<Node>, Error> {
     Ok(docs)
 }
 
-/// The byte offset of every plain, untagged scalar → its value.
-fn plain_scalars(text: &str) -> HashMap<usize, String> {
+/// The byte range (offset, length) of every plain, untagged scalar → its
+/// value.
+fn plain_scalars(text: &str) -> HashMap<(usize, usize), String> {
     let mut out = HashMap::new();
     // The text already parsed once; a failure here only leaves scalars as
     // serde-saphyr resolved them.
     for item in Parser::new_from_str(text) {
         let Ok((event, span)) = item else { break };
         if let Event::Scalar(value, ScalarStyle::Plain, _, None) = event
-            && let Some(offset) = span.start.byte_offset()
+            && let (Some(start), Some(end)) = (span.start.byte_offset(), span.end.byte_offset())
         {
-            out.insert(offset, value.into_owned());
+            out.insert((start, end.saturating_sub(start)), value.into_owned());
         }
     }
     out
 }
 
-fn resolve_node(node: &mut Node, plain: &HashMap<usize, String>) -> Result<(), Error> {
+fn resolve_node(node: &mut Node, plain: &HashMap<(usize, usize), String>) -> Result<(), Error> {
     match &mut node.kind {
         NodeKind::Seq(items) => {
             for item in items {
@@ -117,7 +118,7 @@ fn resolve_node(node: &mut Node, plain: &HashMap<usize, String>) -> Result<(), E
         }
         NodeKind::Map(entries) => {
             for (key, value) in entries {
-                let text = match key.defined_at.and_then(|o| plain.get(&o)) {
+                let text = match key.defined_at.and_then(|r| plain.get(&r)) {
                     Some(text) => plain_key(text, key)?,
                     None => key_string(key)?,
                 };
@@ -126,7 +127,7 @@ fn resolve_node(node: &mut Node, plain: &HashMap<usize, String>) -> Result<(), E
             }
         }
         _ => {
-            let Some(text) = node.defined_at.and_then(|o| plain.get(&o)) else {
+            let Some(text) = node.defined_at.and_then(|r| plain.get(&r)) else {
                 return Ok(());
             };
             node.kind = match resolve_plain(text) {
@@ -486,6 +487,12 @@ mod tests {
         assert_eq!(
             docs[0].to_value(),
             json!({"a": 420, "b": 420, "c": "0644", "d": "0644"})
+        );
+        let docs =
+            read_documents("base: &b {mode: 0644, on: off}\nm: {<<: *b, x: 0x10}\n").unwrap();
+        assert_eq!(
+            docs[0].to_value()["m"],
+            json!({"mode": 420, "true": false, "x": 16})
         );
         let docs = read_documents("a: 0644\n---\nb: 'yes'\nc: yes\n").unwrap();
         let values: Vec<Value> = docs.iter().map(Node::to_value).collect();
