@@ -1054,7 +1054,7 @@ fn read_objects(file: &str) -> Result<Vec<Value>, Exit> {
             other => vec![other],
         });
     }
-    let nodes: Vec<katalog_lang::source::Node> = serde_saphyr::from_multiple(&text)
+    let nodes = katalog_lang::yaml::read_documents(&text)
         .map_err(|e| Exit(format!("error: failed to parse {name}: {e}"), 1))?;
     Ok(nodes
         .iter()

@@ -276,6 +276,19 @@ const CASES: &[Case] = &[
         code: 1,
     },
     Case {
+        name: "admit-octal-file-modes",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/file-modes.yaml",
+            "-o",
+            "json",
+            "crates/katalog-cli/tests/golden/pod-file-modes.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
         name: "admit-delete",
         args: &[
             "admit",

@@ -43,6 +43,7 @@ pub mod path;
 pub mod review;
 pub mod source;
 pub mod suite;
+pub mod yaml;
 
 pub use error::{Diagnostic, Diagnostics, ErrorKind};
 pub use ir::Ir;

@@ -63,27 +63,12 @@ pub fn load(sources: &[Source]) -> (Loaded, Diagnostics) {
 }
 
 fn load_source(source: &Source, loaded: &mut Loaded, diags: &mut Diagnostics) {
-    let roots: Vec<Node> = match serde_saphyr::from_multiple(&source.text) {
+    let roots = match read_yaml(source) {
         Ok(r) => r,
-        Err(e) => {
-            let mut d = Diagnostic::new(
-                ErrorKind::Syntax,
-                format!(
-                    "failed to parse YAML: {}",
-                    syntax_message(&e.without_snippet().to_string())
-                ),
-            );
-            if let Some(l) = e.location() {
-                d = d.at(
-                    Loc {
-                        file: source.name.clone(),
-                        line: l.line() as usize,
-                        column: l.column() as usize,
-                    },
-                    Some(source),
-                );
+        Err(errors) => {
+            for d in errors.0 {
+                diags.push(d);
             }
-            diags.push(d);
             return;
         }
     };
@@ -121,13 +106,26 @@ fn load_source(source: &Source, loaded: &mut Loaded, diags: &mut Diagnostics) {
     }
 }
 
-/// The parser's message without its own position (the diagnostic has one).
-fn syntax_message(s: &str) -> String {
-    let line = s.lines().next().unwrap_or(s).trim();
-    match line.rfind(" at line ") {
-        Some(i) => line[..i].to_string(),
-        None => line.to_string(),
-    }
+/// The documents of a source, read as kubectl reads YAML, or the located
+/// reason they cannot be.
+fn read_yaml(source: &Source) -> Result<Vec<Node>, Diagnostics> {
+    crate::yaml::read_documents(&source.text).map_err(|e| {
+        let mut d = Diagnostic::new(
+            ErrorKind::Syntax,
+            format!("failed to parse YAML: {}", e.message()),
+        );
+        if let Some((line, column)) = e.position() {
+            d = d.at(
+                Loc {
+                    file: source.name.clone(),
+                    line,
+                    column,
+                },
+                Some(source),
+            );
+        }
+        Diagnostics(vec![d])
+    })
 }
 
 struct Ctx<'a> {
@@ -442,29 +440,7 @@ fn load_document(
 /// Load the test-suite documents of a source, with located errors.
 pub fn load_suites(source: &Source) -> Result<Vec<crate::suite::SuiteDocument>, Diagnostics> {
     let mut diags = Diagnostics::default();
-    let roots: Vec<Node> = match serde_saphyr::from_multiple(&source.text) {
-        Ok(r) => r,
-        Err(e) => {
-            let mut d = Diagnostic::new(
-                ErrorKind::Syntax,
-                format!(
-                    "failed to parse YAML: {}",
-                    syntax_message(&e.without_snippet().to_string())
-                ),
-            );
-            if let Some(l) = e.location() {
-                d = d.at(
-                    Loc {
-                        file: source.name.clone(),
-                        line: l.line() as usize,
-                        column: l.column() as usize,
-                    },
-                    Some(source),
-                );
-            }
-            return Err(Diagnostics(vec![d]));
-        }
-    };
+    let roots = read_yaml(source)?;
     let mut out = Vec::new();
     for root in roots.iter().filter(|r| !matches!(r.kind, NodeKind::Null)) {
         let mut ctx = Ctx {

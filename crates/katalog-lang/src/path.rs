@@ -139,8 +139,8 @@ impl Path {
                     return Err(err(
                         i,
                         &format!(
-                            "unexpected `{bad}`; quote keys with special characters: [\"{}\"]",
-                            text[i..].split(['.', '[']).next().unwrap_or("")
+                            "unexpected `{bad}`; quote keys with special characters: {}",
+                            quoted_suggestion(text, i)
                         ),
                     ));
                 }
@@ -149,13 +149,11 @@ impl Path {
             } else {
                 // A plain key ran into a character plain keys cannot hold.
                 let bad = text[i..].chars().next().unwrap_or(' ');
-                let key_start = text[..i].rfind(['.', ']']).map_or(0, |p| p + 1);
-                let key_end = text[i..].find(['.', '[']).map_or(text.len(), |p| i + p);
                 return Err(err(
                     i,
                     &format!(
-                        "unexpected `{bad}`; quote keys with special characters: [\"{}\"]",
-                        &text[key_start..key_end]
+                        "unexpected `{bad}`; quote keys with special characters: {}",
+                        quoted_suggestion(text, i)
                     ),
                 ));
             }
@@ -288,6 +286,54 @@ impl Path {
         }
         out
     }
+}
+
+/// Maps whose keys are commonly DNS-prefixed names with dots
+/// (`app.kubernetes.io/name`) or file names (`app.properties`).
+const DOTTED_KEY_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "matchLabels",
+    "nodeSelector",
+    "data",
+    "stringData",
+    "binaryData",
+];
+
+/// The whole path with the key holding the bad character at byte `bad`
+/// quoted, so that following the suggestion gives a path that means what
+/// was written. Under `labels` (and the other maps of [`DOTTED_KEY_MAPS`])
+/// the dots belong to the key: `metadata.labels.app.kubernetes.io/name`
+/// becomes `metadata.labels["app.kubernetes.io/name"]`, not
+/// `metadata.labels.app.kubernetes["io/name"]`, which parses but names a
+/// field no object has.
+fn quoted_suggestion(text: &str, bad: usize) -> String {
+    // The dotted run of plain text around the bad character.
+    let run_start = text[..bad].rfind(']').map_or(0, |p| p + 1);
+    let run_end = text[bad..].find('[').map_or(text.len(), |p| bad + p);
+    let run = &text[run_start..bad];
+    let mut map_key_start = None;
+    let mut offset = run_start;
+    for word in run.split('.') {
+        let after = offset + word.len() + 1;
+        if DOTTED_KEY_MAPS.contains(&word) && after <= bad {
+            map_key_start = Some(after);
+        }
+        offset = after;
+    }
+    let (key_start, key_end) = match map_key_start {
+        Some(start) => (start, run_end),
+        None => (
+            text[..bad].rfind(['.', ']']).map_or(0, |p| p + 1),
+            text[bad..].find(['.', '[']).map_or(text.len(), |p| bad + p),
+        ),
+    };
+    let key = &text[key_start..key_end];
+    let quoted = serde_json::to_string(key).unwrap_or_else(|_| format!("\"{key}\""));
+    let before = text[..key_start]
+        .strip_suffix('.')
+        .unwrap_or(&text[..key_start]);
+    format!("{before}[{quoted}]{}", &text[key_end..])
 }
 
 fn select_into<'v>(
@@ -513,12 +559,80 @@ mod tests {
             (
                 "x.y z.w",
                 3,
-                "unexpected ` `; quote keys with special characters: [\"y z\"]",
+                "unexpected ` `; quote keys with special characters: x[\"y z\"].w",
             ),
         ];
         for (text, offset, reason) in cases {
             let e = Path::parse(text).unwrap_err();
             assert_eq!((e.offset, e.reason.as_str()), (offset, reason), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_suggested_quoting_keeps_dotted_label_keys_whole() {
+        let pod = json!({"metadata": {
+            "labels": {"app.kubernetes.io/name": "web"},
+            "annotations": {"example.com/owner.team": "shop"}
+        }});
+        let cases = [
+            (
+                "metadata.labels.app.kubernetes.io/name",
+                r#"metadata.labels["app.kubernetes.io/name"]"#,
+            ),
+            (
+                "metadata.annotations.example.com/owner.team",
+                r#"metadata.annotations["example.com/owner.team"]"#,
+            ),
+            (
+                "spec.template.metadata.labels.app.kubernetes.io/name",
+                r#"spec.template.metadata.labels["app.kubernetes.io/name"]"#,
+            ),
+            (
+                "spec.selector.matchLabels.app.kubernetes.io/name",
+                r#"spec.selector.matchLabels["app.kubernetes.io/name"]"#,
+            ),
+            ("spec.container/image", r#"spec["container/image"]"#),
+            ("spec.container/image.x", r#"spec["container/image"].x"#),
+        ];
+        for (text, suggested) in cases {
+            let e = Path::parse(text).unwrap_err();
+            assert!(
+                e.reason
+                    .ends_with(&format!("quote keys with special characters: {suggested}")),
+                "{text}: {}",
+                e.reason
+            );
+            // Following the suggestion gives a path that parses and, for
+            // the Pod paths, reaches the label.
+            let fixed = p(suggested);
+            if suggested.starts_with("metadata.") {
+                assert!(fixed.get(&pod).is_some(), "{suggested} reaches nothing");
+            }
+        }
+    }
+
+    #[test]
+    fn quoted_label_keys_in_both_quote_styles() {
+        let pod = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web"}}});
+        for text in [
+            r#"metadata.labels["app.kubernetes.io/name"]"#,
+            "metadata.labels['app.kubernetes.io/name']",
+            r#"metadata["labels"]["app.kubernetes.io/name"]"#,
+        ] {
+            let path = p(text);
+            assert_eq!(path.get(&pod), Some(&json!("web")), "{text}");
+            assert_eq!(
+                path.to_string(),
+                r#"metadata.labels["app.kubernetes.io/name"]"#
+            );
+            assert_eq!(
+                path.to_json_pointer(),
+                "/metadata/labels/app.kubernetes.io~1name"
+            );
+            let mut v = pod.clone();
+            path.set(&mut v, json!("api")).unwrap();
+            assert_eq!(v["metadata"]["labels"]["app.kubernetes.io/name"], "api");
+            assert_eq!(path.take(&mut v), Some(json!("api")));
         }
     }
 

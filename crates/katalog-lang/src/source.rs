@@ -86,6 +86,10 @@ pub struct Node {
     pub line: usize,
     pub column: usize,
     pub kind: NodeKind,
+    /// The byte range (offset, length) of the node's definition (for an
+    /// alias, of the anchored node), by which [`crate::yaml`] finds the
+    /// scalar's style.
+    pub defined_at: Option<(usize, usize)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -182,6 +186,12 @@ impl<'de> Deserialize<'de> for Node {
             line: spanned.referenced.line() as usize,
             column: spanned.referenced.column() as usize,
             kind: spanned.value.0,
+            defined_at: {
+                let span = spanned.defined.span();
+                span.byte_offset()
+                    .zip(span.byte_len())
+                    .and_then(|(o, l)| Some((usize::try_from(o).ok()?, usize::try_from(l).ok()?)))
+            },
         })
     }
 }

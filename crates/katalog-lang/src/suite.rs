@@ -83,27 +83,73 @@ impl From<EndpointName> for Endpoint {
     }
 }
 
-/// Expected outcome; only what is given is checked.
+/// Expected outcome; every key that is given is checked, and a key that is
+/// left out is not. Only `patched` may be `null` (it means "no change");
+/// a `null` anywhere else is an error, so a mistyped expectation cannot pass
+/// unchecked.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdmissionExpect {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "bool")]
     pub allowed: Option<bool>,
     /// A regex the denial message (`[rule] message; ...`) must match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "String")]
     pub message: Option<String>,
     /// Regexes that must each match one warning; `[]` means no warning.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Vec<String>")]
     pub warnings: Option<Vec<String>>,
-    /// Names of the rules that must have recorded an audit annotation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Names of the rules that must have recorded an audit annotation, in
+    /// order; `[]` means no audit.
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Vec<String>")]
     pub audits: Option<Vec<String>>,
-    /// The object after mutation (`null`: no change at all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patched: Option<Value>,
-    /// The exact JSON Patch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The object after mutation; `null` means no change at all.
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Value")]
+    pub patched: Option<Option<Value>>,
+    /// The exact JSON Patch; `[]` means no change.
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Vec<Value>")]
     pub patch: Option<Vec<Value>>,
+}
+
+/// A key that is present: `Some` of its value, so that `Option<Option<T>>`
+/// tells `key: null` (`Some(None)`) from a key left out (`None`, by
+/// `#[serde(default)]`), and a `null` given for a non-optional `T` is an
+/// error instead of "not checked".
+fn given<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Either `versions` (the same object at several versions; every ordered
@@ -115,15 +161,33 @@ pub struct ConversionCase {
     /// Version → the object at that version (`apiVersion` may be left out).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub versions: BTreeMap<String, Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input: Option<Value>,
     /// Target version (`v2`) or apiVersion.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "String")]
     pub to: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub expect: Option<Value>,
     /// A regex the error message must match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "given",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "String")]
     pub expect_error: Option<String>,
 }
 
@@ -296,12 +360,13 @@ fn run_admission(ir: &Ir, case: &AdmissionCase, failures: &mut Vec<String>) {
     }
     if let Some(want) = &e.patched {
         match (&verdict.patched, want) {
-            (None, Value::Null) => {}
-            (None, _) => failures.push("expected a mutation, but nothing changed".into()),
-            (Some(got), Value::Null) => {
-                failures.push(format!("expected no change, got {}", compact(got)))
-            }
-            (Some(got), want) if !json_eq(got, want) => failures.push(format!(
+            (None, None) => {}
+            (None, Some(_)) => failures.push("expected a mutation, but nothing changed".into()),
+            (Some(_), None) => failures.push(format!(
+                "expected no change, but the mutation patched {}",
+                compact(&Value::Array(verdict.patch.clone()))
+            )),
+            (Some(got), Some(want)) if !json_eq(got, want) => failures.push(format!(
                 "patched object: {}",
                 describe_difference(want, got)
             )),
@@ -397,4 +462,38 @@ fn diff(want: &Value, got: &Value, at: String, out: &mut Vec<String>) {
 /// The JSON Schema of a test-suite document.
 pub fn json_schema() -> Value {
     serde_json::to_value(schemars::schema_for!(SuiteDocument)).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn patched_null_is_an_expectation_and_a_left_out_key_is_not() {
+        let given: AdmissionExpect = serde_json::from_value(json!({"patched": null})).unwrap();
+        assert_eq!(given.patched, Some(None));
+        let left_out: AdmissionExpect = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(left_out.patched, None);
+        let object: AdmissionExpect = serde_json::from_value(json!({"patched": {"a": 1}})).unwrap();
+        assert_eq!(object.patched, Some(Some(json!({"a": 1}))));
+    }
+
+    #[test]
+    fn null_is_rejected_where_it_would_mean_not_checked() {
+        for key in ["allowed", "message", "warnings", "audits", "patch"] {
+            let r = serde_json::from_value::<AdmissionExpect>(json!({ key: null }));
+            assert!(r.is_err(), "`{key}: null` must not load");
+        }
+        for key in ["to", "expectError"] {
+            let r = serde_json::from_value::<ConversionCase>(json!({ key: null }));
+            assert!(r.is_err(), "`{key}: null` must not load");
+        }
+        let empty: AdmissionExpect =
+            serde_json::from_value(json!({"warnings": [], "audits": [], "patch": []})).unwrap();
+        assert_eq!(
+            (empty.warnings, empty.audits, empty.patch),
+            (Some(vec![]), Some(vec![]), Some(vec![]))
+        );
+    }
 }
