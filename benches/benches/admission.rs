@@ -29,8 +29,8 @@ fn pod_security() -> Ir {
 
 /// A CREATE review of the baseline-compliant example Pod, as the apiserver sends it.
 fn review() -> Vec<u8> {
-    let nodes: Vec<katalog_lang::source::Node> =
-        serde_saphyr::from_multiple(&repo_file("katalogs/examples/pod-baseline.yaml"))
+    let nodes =
+        katalog_lang::yaml::read_documents(&repo_file("katalogs/examples/pod-baseline.yaml"))
             .expect("valid YAML");
     let pod = nodes[0].to_value();
     let name = pod["metadata"]["name"].clone();

@@ -230,8 +230,7 @@ fn ms(d: Duration) -> String {
 fn pod_review() -> Vec<u8> {
     let text = std::fs::read_to_string(repo().join("katalogs/examples/pod-baseline.yaml"))
         .expect("example pod");
-    let nodes: Vec<katalog_lang::source::Node> =
-        serde_saphyr::from_multiple(&text).expect("valid YAML");
+    let nodes = katalog_lang::yaml::read_documents(&text).expect("valid YAML");
     let pod = nodes[0].to_value();
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
