@@ -475,9 +475,59 @@ pub struct Validation {
     #[serde(default, skip_serializing_if = "is_false")]
     pub all_containers: bool,
     pub check: Check,
+    /// With a `[*]` path: `all` (the default) means every element the
+    /// innermost wildcard reaches passes the check (`exists`: each element
+    /// has the field); `any` means at least one element has the field and
+    /// passes every test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantifier: Option<Quantifier>,
+    /// Check each element of a list on its own: `path` and `check` are then
+    /// relative to the element, and a denial names the element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// For a rule on `v1/pods`: also check the pod templates of the workload
+    /// controllers (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+    /// ReplicationController, Job, CronJob). `true` by default; `false` for
+    /// Pods only, or a list of controller kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_controllers: Option<PodControllers>,
     /// CEL variables for this rule only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<Variable>,
+}
+
+/// How the elements a `[*]` path reaches must satisfy a check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Quantifier {
+    /// Every element passes (the default).
+    #[default]
+    All,
+    /// At least one element passes.
+    Any,
+}
+
+/// Which pod controllers a Pod rule also applies to.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PodControllers {
+    /// `true`: every controller; `false`: Pods only.
+    Enabled(bool),
+    /// Only these kinds (`Deployment`, `StatefulSet`, `DaemonSet`,
+    /// `ReplicaSet`, `ReplicationController`, `Job`, `CronJob`).
+    Kinds(Vec<String>),
+}
+
+/// A rule applied to each element of a list.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForEach {
+    /// The list: `spec.containers[*]` (or `spec.containers`).
+    pub path: String,
+    /// Only the elements that meet this condition; its paths are relative
+    /// to the element, and CEL sees `element` and `elementIndex`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
 }
 
 /// Tests on a value; every test given must pass.
@@ -617,6 +667,9 @@ pub struct Condition {
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
+    /// With a `[*]` path: every element (`all`, the default) or at least one (`any`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantifier: Option<Quantifier>,
 }
 
 /// A mutation rule: when `match` holds, change the object. Give one of
@@ -644,6 +697,14 @@ pub struct Mutation {
     /// and `ephemeralContainers[*]`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub all_containers: bool,
+    /// Change each element of a list on its own: the paths of `default`,
+    /// `set`, `remove` and `append` are then relative to the element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// For a mutation on `v1/pods`: also change the pod templates of the
+    /// workload controllers (see validations); `true` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_controllers: Option<PodControllers>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub add_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -3,13 +3,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    AdmissionIr, CheckIr, ConditionIr, DeletionIr, MatchIr, MutationIr, MutationOp,
+    AdmissionIr, CheckIr, ConditionIr, DeletionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
 };
 use crate::cel::CelProgram;
 use crate::document::{
-    Check, Condition, DEFAULT_PROTECTION_LABEL, LabelSelector, Match, Mutation, Operation,
-    SelectorOperator, Validation, Variable,
+    Check, Condition, DEFAULT_PROTECTION_LABEL, ForEach, LabelSelector, Match, Mutation, Operation,
+    PodControllers, Quantifier, SelectorOperator, Validation, Variable,
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
 use crate::load::{Loaded, LoadedDocument};
@@ -340,11 +340,24 @@ fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
     out
 }
 
-fn matcher(ctx: &mut Ctx, resources: &[String], m: Option<&Match>, at: &DocPath) -> MatchIr {
+fn matcher(
+    ctx: &mut Ctx,
+    resources: &[String],
+    m: Option<&Match>,
+    pod_controllers: Option<&PodControllers>,
+    at: &DocPath,
+) -> MatchIr {
     let mut ir = MatchIr {
         resources: resource_patterns(ctx, resources, &at.key("resources")),
         ..Default::default()
     };
+    let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
+    match super::autogen::controllers_for(&ir.resources, subresources, pod_controllers) {
+        Ok(c) => ir.pod_controllers = c,
+        Err(e) => {
+            ctx.error(&at.key("podControllers"), ErrorKind::Invalid, e);
+        }
+    }
     let default = Match::default();
     let m = m.unwrap_or(&default);
     let mat = at.key("match");
@@ -432,7 +445,8 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         ctx.error(at, ErrorKind::Shape, "a `path` condition needs a `check`");
         return None;
     };
-    let check = check(ctx, check_doc, &at.key("check"))?;
+    let mut check = check(ctx, check_doc, &at.key("check"))?;
+    check.quantifier = quantifier(ctx, c.quantifier, &paths, at)?;
     if check.immutable {
         ctx.error(
             &at.key("check").key("immutable"),
@@ -548,6 +562,57 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
     ok.then_some(ir)
 }
 
+fn quantifier(
+    ctx: &mut Ctx,
+    q: Option<Quantifier>,
+    paths: &[Path],
+    at: &DocPath,
+) -> Option<Quantifier> {
+    if q.is_some() && !paths.iter().any(Path::has_wildcard) {
+        ctx.error(
+            &at.key("quantifier"),
+            ErrorKind::Invalid,
+            "`quantifier` says how the elements of a `[*]` path must pass, and this path has no `[*]`",
+        )
+        .help = Some("e.g. `path: spec.containers[*].image` with `quantifier: any`".into());
+        return None;
+    }
+    Some(q.unwrap_or_default())
+}
+
+fn for_each(ctx: &mut Ctx, f: &ForEach, all_containers: bool, at: &DocPath) -> Option<ForEachIr> {
+    let mut list = ctx.path(&f.path, &at.key("path"))?;
+    if list.is_root() {
+        ctx.error(
+            &at.key("path"),
+            ErrorKind::Path,
+            "`forEach.path` names a list, e.g. `spec.containers[*]`",
+        );
+        return None;
+    }
+    if !matches!(list.segments().last(), Some(Segment::Wildcard)) {
+        let mut segs = list.segments().to_vec();
+        segs.push(Segment::Wildcard);
+        list = Path::from_segments(segs);
+    }
+    let lists = if all_containers {
+        match expand_containers(&list) {
+            Some(all) => all,
+            None => {
+                ctx.error(&at.key("path"), ErrorKind::Invalid, format!("`allContainers` needs a `forEach.path` through `containers`, and `{list}` has none"));
+                return None;
+            }
+        }
+    } else {
+        vec![list]
+    };
+    let when = match &f.when {
+        Some(w) => Some(condition(ctx, w, &at.key("when"))?),
+        None => None,
+    };
+    Some(ForEachIr { lists, when })
+}
+
 /// `spec.containers[*]...` also as `initContainers` and `ephemeralContainers`.
 fn expand_containers(path: &Path) -> Option<Vec<Path>> {
     let idx = path
@@ -565,12 +630,22 @@ fn expand_containers(path: &Path) -> Option<Vec<Path>> {
 
 fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationIr> {
     let before = ctx.diags.len();
-    let matcher = matcher(ctx, &v.resources, v.match_.as_ref(), at);
+    let matcher = matcher(
+        ctx,
+        &v.resources,
+        v.match_.as_ref(),
+        v.pod_controllers.as_ref(),
+        at,
+    );
     let mut paths = Vec::new();
+    let for_each = v
+        .for_each
+        .as_ref()
+        .and_then(|f| for_each(ctx, f, v.all_containers, &at.key("forEach")));
     if let Some(p) = &v.path
         && let Some(path) = ctx.path(p, &at.key("path"))
     {
-        if v.all_containers {
+        if v.all_containers && v.for_each.is_none() {
             match expand_containers(&path) {
                 Some(all) => paths = all,
                 None => {
@@ -580,14 +655,20 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         } else {
             paths.push(path);
         }
-    } else if v.all_containers {
+    } else if v.all_containers && v.for_each.is_none() {
         ctx.error(
             &at.key("allContainers"),
             ErrorKind::Invalid,
             "`allContainers` needs a `path` through `containers[*]`",
         );
     }
-    let check = check(ctx, &v.check, &at.key("check"));
+    let mut check = check(ctx, &v.check, &at.key("check"));
+    if let Some(c) = &mut check {
+        match quantifier(ctx, v.quantifier, &paths, at) {
+            Some(q) => c.quantifier = q,
+            None => check = None,
+        }
+    }
     if v.check.unique && paths.iter().all(|p| !p.has_wildcard()) {
         ctx.error(
             &at.key("check").key("unique"),
@@ -613,13 +694,20 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         paths,
         check: check?,
         variables: vars,
+        for_each,
         origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),
     })
 }
 
 fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
     let before = ctx.diags.len();
-    let matcher = matcher(ctx, &m.resources, m.match_.as_ref(), at);
+    let matcher = matcher(
+        ctx,
+        &m.resources,
+        m.match_.as_ref(),
+        m.pod_controllers.as_ref(),
+        at,
+    );
     let mut ops = Vec::new();
     let given = [
         m.default.is_some(),
@@ -695,7 +783,11 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
             value: d.value.clone(),
         });
     }
-    if m.all_containers {
+    let for_each = match &m.for_each {
+        Some(f) => Some(for_each(ctx, f, m.all_containers, &at.key("forEach"))?),
+        None => None,
+    };
+    if m.all_containers && for_each.is_none() {
         let mut expanded = Vec::new();
         for op in ops {
             let (path, rebuild): (&Path, Box<dyn Fn(Path) -> MutationOp>) = match &op {
@@ -802,6 +894,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         name: m.name.clone(),
         matcher,
         ops,
+        for_each,
         origin: format!("{} (mutation {})", ctx.doc.locate(at), m.name),
     })
 }

@@ -4,6 +4,7 @@
 //! checked IR below, `eval` evaluates it for one request (pure: values in,
 //! verdict out), `review` speaks the AdmissionReview protocol.
 
+pub mod autogen;
 pub mod compile;
 pub mod eval;
 pub mod review;
@@ -14,7 +15,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::cel::CelProgram;
-use crate::document::{Action, Operation, SelectorOperator};
+use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::path::Path;
 
 pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
@@ -86,6 +87,48 @@ pub struct MatchIr {
     pub groups_include: Vec<String>,
     pub groups_exclude: Vec<String>,
     pub condition: Option<ConditionIr>,
+    /// Pod controllers (and where their pod template lives) that a rule on
+    /// `v1/pods` also applies to, on a pod view of the template; empty for
+    /// other rules. Not part of `resources`: the rule never sees the raw
+    /// controller object.
+    pub pod_controllers: Vec<(ResourcePattern, Path)>,
+}
+
+impl MatchIr {
+    /// Every resource the webhook must be registered for: `resources` and
+    /// the pod controllers.
+    pub fn registered_resources(&self) -> Vec<ResourcePattern> {
+        let mut out = self.resources.clone();
+        out.extend(self.pod_controllers.iter().map(|(r, _)| r.clone()));
+        out
+    }
+
+    /// The operations on pod controllers: the rule's own, plus UPDATE when
+    /// it has CREATE (a Pod's spec is fixed once created, a template is not).
+    pub fn pod_controller_operations(&self) -> BTreeSet<Operation> {
+        let mut ops = self.operations.clone();
+        if ops.contains(&Operation::Create) {
+            ops.insert(Operation::Update);
+        }
+        ops
+    }
+
+    /// `(resource, operations)` pairs to register: `resources` with
+    /// `operations`, the pod controllers with [`Self::pod_controller_operations`].
+    pub fn registered_rules(&self) -> Vec<(ResourcePattern, BTreeSet<Operation>)> {
+        let mut out: Vec<_> = self
+            .resources
+            .iter()
+            .map(|r| (r.clone(), self.operations.clone()))
+            .collect();
+        let ops = self.pod_controller_operations();
+        out.extend(
+            self.pod_controllers
+                .iter()
+                .map(|(r, _)| (r.clone(), ops.clone())),
+        );
+        out
+    }
 }
 
 #[derive(Debug)]
@@ -118,6 +161,16 @@ pub struct CheckIr {
     pub immutable: bool,
     pub unique: bool,
     pub cel: Option<CelProgram>,
+    /// How the elements of a `[*]` path must pass.
+    pub quantifier: Quantifier,
+}
+
+/// `forEach`: the list, and which of its elements the rule applies to.
+#[derive(Debug)]
+pub struct ForEachIr {
+    /// The lists, each ending with `[*]` (several with `allContainers`).
+    pub lists: Vec<Path>,
+    pub when: Option<ConditionIr>,
 }
 
 #[derive(Debug)]
@@ -132,11 +185,13 @@ pub struct ValidationIr {
     pub paths: Vec<Path>,
     pub check: CheckIr,
     pub variables: Vec<(String, CelProgram)>,
+    /// With `forEach`, `paths` are relative to each element.
+    pub for_each: Option<ForEachIr>,
     /// Where the rule was written.
     pub origin: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum MutationOp {
     Default {
         path: Path,
@@ -160,11 +215,28 @@ pub enum MutationOp {
     },
 }
 
+impl MutationOp {
+    /// The op with its path below `base` (a `forEach` element).
+    pub fn rebased(&self, base: &Path) -> MutationOp {
+        let mut op = self.clone();
+        match &mut op {
+            MutationOp::Default { path, .. }
+            | MutationOp::Set { path, .. }
+            | MutationOp::Remove { path }
+            | MutationOp::Append { path, .. } => *path = base.join(path),
+            MutationOp::Metadata { .. } => {}
+        }
+        op
+    }
+}
+
 #[derive(Debug)]
 pub struct MutationIr {
     pub name: String,
     pub matcher: MatchIr,
     pub ops: Vec<MutationOp>,
+    /// With `forEach`, the ops' paths are relative to each element.
+    pub for_each: Option<ForEachIr>,
     pub origin: String,
 }
 
