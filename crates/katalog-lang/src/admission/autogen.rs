@@ -184,3 +184,102 @@ pub fn write_back(view: &Value, real: &mut Value, template: &Path) -> Result<(),
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Source;
+    use crate::document::Operation;
+
+    fn matchers(rules: &str) -> Vec<crate::admission::MatchIr> {
+        let text = format!(
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {{name: t}}\nspec:\n  admission:\n    validations:\n{rules}"
+        );
+        let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+        ir.admission
+            .validations
+            .into_iter()
+            .map(|v| v.matcher)
+            .collect()
+    }
+
+    fn resources(m: &crate::admission::MatchIr) -> Vec<String> {
+        m.registered_resources()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}/{}",
+                    r.group.as_deref().unwrap_or("*"),
+                    r.version.as_deref().unwrap_or("*"),
+                    r.resource.as_deref().unwrap_or("*")
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_rule_registers_every_controller_with_update_added_to_create() {
+        let m = matchers(
+            "      - {name: a, resources: [v1/pods], match: {operations: [CREATE]}, path: spec.hostPID, check: {equals: false}}\n",
+        );
+        assert_eq!(
+            resources(&m[0]),
+            [
+                "/v1/pods",
+                "apps/v1/deployments",
+                "apps/v1/statefulsets",
+                "apps/v1/daemonsets",
+                "apps/v1/replicasets",
+                "/v1/replicationcontrollers",
+                "batch/v1/jobs",
+                "batch/v1/cronjobs"
+            ]
+        );
+        let rules = m[0].registered_rules();
+        assert_eq!(
+            rules[0].1.iter().copied().collect::<Vec<_>>(),
+            [Operation::Create]
+        );
+        assert_eq!(
+            rules[1].1.iter().copied().collect::<Vec<_>>(),
+            [Operation::Create, Operation::Update]
+        );
+        assert_eq!(
+            m[0].resources.len(),
+            1,
+            "controllers stay out of `resources`"
+        );
+    }
+
+    #[test]
+    fn opt_outs_subresources_and_other_resources_register_no_controller() {
+        let m = matchers(concat!(
+            "      - {name: a, resources: [v1/pods], podControllers: false, path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: b, resources: [v1/pods], podControllers: [CronJob], path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: c, resources: [v1/pods], match: {subresources: [ephemeralcontainers]}, path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: d, resources: [v1/services], path: spec.type, check: {equals: ClusterIP}}\n",
+            "      - {name: e, resources: [v1/pods, apps/v1/deployments], path: spec.hostPID, check: {equals: false}}\n",
+        ));
+        assert_eq!(resources(&m[0]), ["/v1/pods"]);
+        assert_eq!(resources(&m[1]), ["/v1/pods", "batch/v1/cronjobs"]);
+        assert_eq!(resources(&m[2]), ["/v1/pods"]);
+        assert_eq!(resources(&m[3]), ["/v1/services"]);
+        // A controller the rule names itself sees the raw object, not a view.
+        assert_eq!(m[4].pod_controllers.len(), 6);
+        let all = resources(&m[4]);
+        assert_eq!(
+            all.iter().filter(|r| *r == "apps/v1/deployments").count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_unknown_controller_kind_is_an_error() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  admission:\n    validations:\n      - {name: a, resources: [v1/pods], podControllers: [Deploymnet], path: spec.hostPID, check: {equals: false}}\n";
+        let err = crate::compile_sources(&[Source::new("t.yaml", text)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`Deploymnet` is not a pod controller kind"),
+            "{err}"
+        );
+    }
+}
