@@ -693,6 +693,17 @@ pub struct Mutation {
     /// Append the value to a list unless the list already holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<PathValue>,
+    /// RFC 6902 operations; a failing `test` operation skips the mutation
+    /// silently, any other failure skips it with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_patch: Option<Vec<Value>>,
+    /// An RFC 7386 merge patch (`null` removes a field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_patch: Option<Value>,
+    /// An overlay of defaults: fills only the fields that are absent,
+    /// recursively through objects (lists and other values are never merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<Value>,
     /// With a path through `containers[*]`, also change `initContainers[*]`
     /// and `ephemeralContainers[*]`.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -719,7 +730,23 @@ pub struct Mutation {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PathValue {
     pub path: String,
-    pub value: Value,
+    /// The value (`null` included); give this or `valueExpression`.
+    #[serde(
+        default,
+        deserialize_with = "present_value",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub value: Option<Value>,
+    /// A CEL expression computing the value (`object`, `oldObject`,
+    /// `request`, `namespaceObject`, `variables`; in `forEach`, `element` and
+    /// `elementIndex`); a CEL error skips the mutation with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_expression: Option<String>,
+}
+
+/// A `value` that is present is `Some`, even when it is `null`.
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

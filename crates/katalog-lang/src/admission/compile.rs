@@ -9,12 +9,13 @@ use super::{
 use crate::cel::CelProgram;
 use crate::document::{
     Check, Condition, DEFAULT_PROTECTION_LABEL, ForEach, LabelSelector, Match, Mutation, Operation,
-    PodControllers, Quantifier, SelectorOperator, Validation, Variable,
+    PathValue, PodControllers, Quantifier, SelectorOperator, Validation, Variable,
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
 use crate::source::DocPath;
+use serde_json::Value;
 
 struct Ctx<'a> {
     doc: &'a LoadedDocument,
@@ -699,6 +700,39 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     })
 }
 
+/// The literal value of `default`/`set`/`append`, or a placeholder and the
+/// CEL program computing it.
+fn path_value(
+    ctx: &mut Ctx,
+    pv: &PathValue,
+    at: &DocPath,
+    computed: &mut Option<CelProgram>,
+) -> Option<Value> {
+    match (&pv.value, &pv.value_expression) {
+        (Some(v), None) => Some(v.clone()),
+        (None, Some(expr)) => {
+            *computed = Some(ctx.cel(expr, &at.key("valueExpression"))?);
+            Some(Value::Null)
+        }
+        (Some(_), Some(_)) => {
+            ctx.error(
+                &at.key("valueExpression"),
+                ErrorKind::Conflict,
+                "give `value` or `valueExpression`, not both",
+            );
+            None
+        }
+        (None, None) => {
+            ctx.error(
+                at,
+                ErrorKind::Shape,
+                "give the `value` to write, or a `valueExpression` computing it",
+            );
+            None
+        }
+    }
+}
+
 fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
     let before = ctx.diags.len();
     let matcher = matcher(
@@ -714,6 +748,9 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         m.set.is_some(),
         m.remove.is_some(),
         m.append.is_some(),
+        m.json_patch.is_some(),
+        m.merge_patch.is_some(),
+        m.defaults.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -723,7 +760,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         || !m.add_annotations.is_empty()
         || !m.remove_annotations.is_empty();
     if given > 1 || (given == 0 && !meta) {
-        ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append` (label and annotation edits may go with it)");
+        ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append`, `jsonPatch`, `mergePatch`, `defaults` (label and annotation edits may go with it)");
         return None;
     }
     let path_of = |ctx: &mut Ctx, text: &str, key: &str| -> Option<Path> {
@@ -760,16 +797,21 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         }
         Some(p)
     };
+    let mut computed: Option<CelProgram> = None;
     if let Some(d) = &m.default {
+        let path = path_of(ctx, &d.path, "default");
+        let value = path_value(ctx, d, &at.key("default"), &mut computed);
         ops.push(MutationOp::Default {
-            path: path_of(ctx, &d.path, "default")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
         });
     }
     if let Some(d) = &m.set {
+        let path = path_of(ctx, &d.path, "set");
+        let value = path_value(ctx, d, &at.key("set"), &mut computed);
         ops.push(MutationOp::Set {
-            path: path_of(ctx, &d.path, "set")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
         });
     }
     if let Some(d) = &m.remove {
@@ -778,9 +820,68 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         });
     }
     if let Some(d) = &m.append {
+        let path = path_of(ctx, &d.path, "append");
+        let value = path_value(ctx, d, &at.key("append"), &mut computed);
         ops.push(MutationOp::Append {
-            path: path_of(ctx, &d.path, "append")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
+        });
+    }
+    if let Some(patch) = &m.json_patch {
+        let pat = at.key("jsonPatch");
+        if m.for_each.is_some() {
+            ctx.error(&pat, ErrorKind::Invalid, "`jsonPatch` addresses the whole object and does not go with `forEach`; use `mergePatch` or `defaults` there");
+            return None;
+        }
+        match serde_json::from_value::<json_patch::Patch>(Value::Array(patch.clone())) {
+            Ok(p) => ops.push(MutationOp::JsonPatch(p)),
+            Err(e) => {
+                ctx.error(
+                    &pat,
+                    ErrorKind::Invalid,
+                    format!("`jsonPatch` is not an RFC 6902 patch: {e}"),
+                )
+                .help =
+                    Some("e.g. `[{op: add, path: /metadata/labels/team, value: payments}]`".into());
+                return None;
+            }
+        }
+    }
+    for (key, doc, overlay) in [
+        ("mergePatch", &m.merge_patch, false),
+        ("defaults", &m.defaults, true),
+    ] {
+        let Some(v) = doc else { continue };
+        let Some(obj) = v.as_object() else {
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Invalid,
+                format!("`{key}` is an object of the fields to write"),
+            );
+            return None;
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| matches!(k.as_str(), "apiVersion" | "kind"))
+        {
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Path,
+                format!("`{k}` may not be mutated"),
+            );
+            return None;
+        }
+        let at = Path::root();
+        ops.push(if overlay {
+            MutationOp::Defaults {
+                at,
+                overlay: v.clone(),
+            }
+        } else {
+            MutationOp::MergePatch {
+                at,
+                patch: v.clone(),
+            }
         });
     }
     let for_each = match &m.for_each {
@@ -822,7 +923,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
                     )
                 }
                 MutationOp::Remove { path } => (path, Box::new(|p| MutationOp::Remove { path: p })),
-                MutationOp::Metadata { .. } => {
+                _ => {
                     expanded.push(op);
                     continue;
                 }
@@ -836,6 +937,20 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
             }
         }
         ops = expanded;
+    }
+    if let Some(expression) = computed {
+        ops = ops
+            .into_iter()
+            .map(|op| match op {
+                MutationOp::Default { .. } | MutationOp::Set { .. } | MutationOp::Append { .. } => {
+                    MutationOp::Computed {
+                        op: Box::new(op),
+                        expression: expression.clone(),
+                    }
+                }
+                other => other,
+            })
+            .collect();
     }
     for (field, add, remove, add_key, remove_key) in [
         (

@@ -896,7 +896,7 @@ fn run_mutation(
     };
     let Some(each) = &m.for_each else {
         for op in &m.ops {
-            if let Err(e) = apply(op, obj) {
+            if let Err(e) = computed(op, vars).and_then(|op| apply(&op, obj)) {
                 warn(e);
             }
         }
@@ -908,15 +908,80 @@ fn run_mutation(
     };
     for (scope, label) in scopes {
         for op in &m.ops {
-            if let Err(e) = apply(&op.rebased(&scope.base), obj) {
+            if let Err(e) =
+                computed(&op.rebased(&scope.base), &scope).and_then(|op| apply(&op, obj))
+            {
                 warn(format!("{label}: {e}"));
             }
         }
     }
 }
 
+/// The op with its `valueExpression` evaluated.
+fn computed<'o>(
+    op: &'o MutationOp,
+    vars: &Vars,
+) -> Result<std::borrow::Cow<'o, MutationOp>, String> {
+    match op {
+        MutationOp::Computed { op, expression } => {
+            let value = vars
+                .eval(expression, None, None)
+                .map_err(|e| format!("valueExpression `{}` failed: {e}", expression.source()))?;
+            Ok(std::borrow::Cow::Owned(op.with_value(value)))
+        }
+        other => Ok(std::borrow::Cow::Borrowed(other)),
+    }
+}
+
+/// Fill the fields of `target` that are absent from `overlay`, recursively
+/// through objects; a present value (even `null`) is kept.
+fn fill_defaults(target: &mut Value, overlay: &Value) {
+    let (Value::Object(t), Value::Object(o)) = (target, overlay) else {
+        return;
+    };
+    for (k, v) in o {
+        match t.get_mut(k) {
+            None => {
+                t.insert(k.clone(), v.clone());
+            }
+            Some(existing) => fill_defaults(existing, v),
+        }
+    }
+}
+
 fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
     match op {
+        MutationOp::Computed { .. } => Err("the value was not computed".into()),
+        MutationOp::JsonPatch(patch) => {
+            let mut patched = obj.clone();
+            match json_patch::patch_unsafe(&mut patched, &patch.0) {
+                Ok(()) => {
+                    *obj = patched;
+                    Ok(())
+                }
+                // A failing `test` is a guard: the patch does not apply here.
+                Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => Ok(()),
+                Err(e) => Err(format!(
+                    "jsonPatch operation {} failed at `{}`: {}",
+                    e.operation, e.path, e.kind
+                )),
+            }
+        }
+        MutationOp::MergePatch { at, patch } => match get_mut(obj, at) {
+            Some(target) => {
+                json_patch::merge(target, patch);
+                Ok(())
+            }
+            None => Err(format!("`{at}` is not there to merge into")),
+        },
+        MutationOp::Defaults { at, overlay } => match get_mut(obj, at) {
+            Some(target) if target.is_object() => {
+                fill_defaults(target, overlay);
+                Ok(())
+            }
+            Some(other) => Err(format!("`{at}` is {}, not an object", type_name(other))),
+            None => Err(format!("`{at}` is not there to fill")),
+        },
         MutationOp::Default { path, value } => set_each(path, obj, value, false),
         MutationOp::Set { path, value } => set_each(path, obj, value, true),
         MutationOp::Remove { path } => {

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::cel::CelProgram;
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
-use crate::path::Path;
+use crate::path::{Path, Segment};
 
 pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
 
@@ -213,6 +213,24 @@ pub enum MutationOp {
         add: Vec<(String, String)>,
         remove: Vec<String>,
     },
+    /// `op` (a `Default`, `Set` or `Append`) with its value computed by CEL
+    /// for each request.
+    Computed {
+        op: Box<MutationOp>,
+        expression: CelProgram,
+    },
+    /// RFC 6902 operations, applied at the object's root.
+    JsonPatch(json_patch::Patch),
+    /// RFC 7386 merge patch, applied at `at`.
+    MergePatch {
+        at: Path,
+        patch: Value,
+    },
+    /// Fill the absent fields under `at` from `overlay`, recursively.
+    Defaults {
+        at: Path,
+        overlay: Value,
+    },
 }
 
 impl MutationOp {
@@ -224,9 +242,61 @@ impl MutationOp {
             | MutationOp::Set { path, .. }
             | MutationOp::Remove { path }
             | MutationOp::Append { path, .. } => *path = base.join(path),
-            MutationOp::Metadata { .. } => {}
+            MutationOp::MergePatch { at, .. } | MutationOp::Defaults { at, .. } => {
+                *at = base.join(at)
+            }
+            MutationOp::Computed { op, .. } => *op = Box::new(op.rebased(base)),
+            MutationOp::Metadata { .. } | MutationOp::JsonPatch(_) => {}
         }
         op
+    }
+
+    /// The op with the value CEL computed.
+    pub fn with_value(&self, new: Value) -> MutationOp {
+        let mut op = self.clone();
+        match &mut op {
+            MutationOp::Default { value, .. }
+            | MutationOp::Set { value, .. }
+            | MutationOp::Append { value, .. } => *value = new,
+            _ => {}
+        }
+        op
+    }
+
+    fn writes(&self, out: &mut Vec<Path>) {
+        match self {
+            MutationOp::Default { path, .. }
+            | MutationOp::Set { path, .. }
+            | MutationOp::Remove { path }
+            | MutationOp::Append { path, .. } => out.push(path.clone()),
+            MutationOp::Metadata { field, .. } => {
+                out.push(Path::root().child("metadata").child(*field))
+            }
+            MutationOp::Computed { op, .. } => op.writes(out),
+            MutationOp::JsonPatch(patch) => out.extend(patch.0.iter().map(|op| {
+                let pointer = match op {
+                    json_patch::PatchOperation::Add(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Remove(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Move(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Copy(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Test(o) => o.path.to_string(),
+                };
+                Path::from_segments(
+                    pointer
+                        .split('/')
+                        .skip(1)
+                        .map(|k| Segment::Key(k.replace("~1", "/").replace("~0", "~")))
+                        .collect(),
+                )
+            })),
+            MutationOp::MergePatch { at, patch: v } | MutationOp::Defaults { at, overlay: v } => {
+                match v.as_object() {
+                    Some(m) => out.extend(m.keys().map(|k| at.child(k.clone()))),
+                    None => out.push(at.clone()),
+                }
+            }
+        }
     }
 }
 
@@ -243,16 +313,11 @@ pub struct MutationIr {
 impl MutationIr {
     /// The paths this mutation writes (for analysis and the fast path).
     pub fn writes(&self) -> Vec<Path> {
-        self.ops
-            .iter()
-            .map(|op| match op {
-                MutationOp::Default { path, .. }
-                | MutationOp::Set { path, .. }
-                | MutationOp::Remove { path }
-                | MutationOp::Append { path, .. } => path.clone(),
-                MutationOp::Metadata { field, .. } => Path::root().child("metadata").child(*field),
-            })
-            .collect()
+        let mut out = Vec::new();
+        for op in &self.ops {
+            op.writes(&mut out);
+        }
+        out
     }
 }
 
