@@ -20,7 +20,26 @@ use serde_json::Value;
 struct Ctx<'a> {
     doc: &'a LoadedDocument,
     diags: &'a mut Diagnostics,
+    scope: CelScope,
 }
+
+/// What CEL may name where an expression is being compiled.
+#[derive(Clone, Default)]
+struct CelScope {
+    /// The `variables.NAME`s declared (and evaluated) before this point.
+    variables: Vec<String>,
+    /// Inside `forEach`: `element` and `elementIndex`.
+    element: bool,
+}
+
+/// What every admission expression sees.
+const CEL_BINDINGS: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "namespaceObject",
+    "variables",
+];
 
 impl Ctx<'_> {
     fn error(
@@ -35,14 +54,70 @@ impl Ctx<'_> {
         &mut self.diags.0[n]
     }
 
+    /// An expression without `self` (conditions, messages, variables, values).
     fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        match CelProgram::compile(expr) {
-            Ok(p) => Some(p),
+        self.cel_bound(expr, at, false)
+    }
+
+    /// An expression on a checked value (`check.cel`): `self` is bound.
+    fn cel_self(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
+        self.cel_bound(expr, at, true)
+    }
+
+    fn cel_bound(&mut self, expr: &str, at: &DocPath, with_self: bool) -> Option<CelProgram> {
+        let prog = match CelProgram::compile(expr) {
+            Ok(p) => p,
             Err(e) => {
                 self.error(at, ErrorKind::Cel, e.to_string());
-                None
+                return None;
             }
+        };
+        let mut bound: Vec<&str> = CEL_BINDINGS.to_vec();
+        if with_self {
+            bound.push("self");
         }
+        if self.scope.element {
+            bound.extend(["element", "elementIndex"]);
+        }
+        let before = self.diags.len();
+        for name in prog.unbound_identifiers(&bound) {
+            let message = match name.as_str() {
+                "self" => "`self` is not bound here: it is the checked value, in `check.cel` only"
+                    .to_string(),
+                "element" | "elementIndex" => {
+                    format!("`{name}` is bound only in a rule with `forEach`")
+                }
+                _ => format!("`{name}` is not defined in this CEL expression"),
+            };
+            let help = crate::error::did_you_mean(&name, bound.iter().copied())
+                .map(|s| format!("did you mean `{s}`?"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "the expression sees {}",
+                        bound
+                            .iter()
+                            .map(|b| format!("`{b}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                });
+            self.error(at, ErrorKind::Cel, message).help = Some(help);
+        }
+        for name in prog.variable_names() {
+            if self.scope.variables.contains(&name) {
+                continue;
+            }
+            let help = crate::error::did_you_mean(&name, self.scope.variables.iter().map(String::as_str))
+                .map(|s| format!("did you mean `variables.{s}`?"))
+                .unwrap_or_else(|| "declare it under `variables` (Katalog-wide, or in the rule) before the expressions that use it".into());
+            self.error(
+                at,
+                ErrorKind::Cel,
+                format!("`variables.{name}` is not declared"),
+            )
+            .help = Some(help);
+        }
+        (self.diags.len() == before).then_some(prog)
     }
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
@@ -88,11 +163,31 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
         ..Default::default()
     };
     let mut label_set_at: Option<crate::source::Loc> = None;
+    // Rules see every Katalog-wide variable (all are evaluated first).
+    let all_wide: Vec<String> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| {
+            d.doc
+                .spec
+                .admission
+                .variables
+                .iter()
+                .map(|v| v.name.clone())
+        })
+        .collect();
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
     for doc in &loaded.documents {
-        let mut ctx = Ctx { doc, diags };
+        let mut ctx = Ctx {
+            doc,
+            diags,
+            scope: CelScope {
+                variables: ir.variables.iter().map(|(n, _)| n.clone()).collect(),
+                element: false,
+            },
+        };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
         if let Some(p) = adm_doc.failure_policy {
@@ -114,7 +209,12 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
             &doc.doc.spec.admission.variables,
             &admission.key("variables"),
         ));
+        let rule_scope = CelScope {
+            variables: all_wide.clone(),
+            element: false,
+        };
         for (i, v) in &doc.validations {
+            ctx.scope = rule_scope.clone();
             let at = admission.key("validations").index(*i);
             check_unique_name(&mut ctx, &mut seen_names, &v.name, &at, "validation");
             if let Some(v) = validation(&mut ctx, v, &at) {
@@ -122,6 +222,7 @@ pub fn compile(loaded: &Loaded, diags: &mut Diagnostics) -> AdmissionIr {
             }
         }
         for (i, m) in &doc.mutations {
+            ctx.scope = rule_scope.clone();
             let at = admission.key("mutations").index(*i);
             check_unique_name(&mut ctx, &mut seen_names, &m.name, &at, "mutation");
             if let Some(m) = mutation(&mut ctx, m, &at) {
@@ -269,6 +370,8 @@ fn variables(ctx: &mut Ctx, vars: &[Variable], at: &DocPath) -> Vec<(String, Cel
         if let Some(p) = ctx.cel(&v.expression, &vat.key("expression")) {
             out.push((v.name.clone(), p));
         }
+        // Later expressions (variables, the rule) may use it.
+        ctx.scope.variables.push(v.name.clone());
     }
     out
 }
@@ -534,7 +637,7 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
         }
     }
     if let Some(expr) = &c.cel {
-        match ctx.cel(expr, &at.key("cel")) {
+        match ctx.cel_self(expr, &at.key("cel")) {
             Some(p) => ir.cel = Some(p),
             None => ok = false,
         }
@@ -639,10 +742,16 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         at,
     );
     let mut paths = Vec::new();
+    let outer = ctx.scope.clone();
+    ctx.scope.element = v.for_each.is_some();
     let for_each = v
         .for_each
         .as_ref()
         .and_then(|f| for_each(ctx, f, v.all_containers, &at.key("forEach")));
+    // The check and the message see the rule's own variables.
+    ctx.scope
+        .variables
+        .extend(v.variables.iter().map(|x| x.name.clone()));
     if let Some(p) = &v.path
         && let Some(path) = ctx.path(p, &at.key("path"))
     {
@@ -682,7 +791,13 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         .message_expression
         .as_ref()
         .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
+    // The rule's variables see the Katalog-wide ones and their predecessors.
+    ctx.scope = CelScope {
+        element: false,
+        ..outer.clone()
+    };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
+    ctx.scope = outer;
     if ctx.diags.len() > before {
         return None;
     }
@@ -742,6 +857,8 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         m.pod_controllers.as_ref(),
         at,
     );
+    // Below the match, `forEach` binds `element` and `elementIndex`.
+    ctx.scope.element = m.for_each.is_some();
     let mut ops = Vec::new();
     let given = [
         m.default.is_some(),
