@@ -732,6 +732,42 @@ fn expand_containers(path: &Path) -> Option<Vec<Path>> {
     Some(out)
 }
 
+/// `equals`, `in` and `notIn` literals that cannot be values of a field
+/// whose type is known (`equals: "false"` on `hostNetwork`).
+fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Check, at: &DocPath) {
+    let lists = [
+        ("equals", c.equals.iter().collect::<Vec<_>>()),
+        ("in", c.in_.iter().flatten().collect()),
+        ("notIn", c.not_in.iter().flatten().collect()),
+    ];
+    for (key, values) in lists {
+        for v in values {
+            if !super::types::mismatches(t, v) {
+                continue;
+            }
+            let shown = crate::admission::eval::show(v);
+            let help = match super::types::unquoted(t, v) {
+                Some(fixed) if key == "equals" => format!("write `equals: {fixed}` (no quotes)"),
+                Some(fixed) => format!("write `{fixed}` in `{key}` (no quotes)"),
+                None if t == super::types::FieldType::Boolean => {
+                    "a boolean is true or false, without quotes".to_string()
+                }
+                None => "write the number without quotes".to_string(),
+            };
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Invalid,
+                format!(
+                    "`{path}` is {}, and `{key}` compares it with {shown} ({}): the test can never match",
+                    t.name(),
+                    crate::convert::type_name(v)
+                ),
+            )
+            .help = Some(help);
+        }
+    }
+}
+
 fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationIr> {
     let before = ctx.diags.len();
     let matcher = matcher(
@@ -778,6 +814,12 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
             Some(q) => c.quantifier = q,
             None => check = None,
         }
+    }
+    if v.for_each.is_none()
+        && let Some(first) = paths.first()
+        && let Some(t) = super::types::field_type(&matcher.resources, first)
+    {
+        typed_literals(ctx, t, first, &v.check, &at.key("check"));
     }
     if v.check.unique && paths.iter().all(|p| !p.has_wildcard()) {
         ctx.error(

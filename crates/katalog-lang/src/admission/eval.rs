@@ -580,6 +580,13 @@ fn elements<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, Option<&'v Valu
     out
 }
 
+/// Two scalars of different types (`"false"` and `false`): a comparison
+/// that can never match, worth saying so.
+fn different_scalars(a: &Value, b: &Value) -> bool {
+    let scalar = |v: &Value| v.is_boolean() || v.is_number() || v.is_string();
+    scalar(a) && scalar(b) && !(a.is_number() && b.is_number()) && type_name(a) != type_name(b)
+}
+
 /// The violations of the tests on one present value.
 fn value_violations(
     check: &CheckIr,
@@ -592,14 +599,29 @@ fn value_violations(
     if let Some(want) = &check.equals
         && !json_eq(v, want)
     {
-        out.push(format!("{at} must be {}, found {}", show(want), show(v)));
+        if different_scalars(want, v) {
+            out.push(format!(
+                "{at} must be {} ({}), found {} ({})",
+                show(want),
+                type_name(want),
+                show(v),
+                type_name(v)
+            ));
+        } else {
+            out.push(format!("{at} must be {}, found {}", show(want), show(v)));
+        }
     }
     if let Some(list) = &check.in_
         && !list.iter().any(|x| json_eq(x, v))
     {
         let allowed: Vec<String> = list.iter().map(show).collect();
+        let types = if !list.is_empty() && list.iter().all(|x| different_scalars(x, v)) {
+            format!(" ({} compared with {})", type_name(v), type_name(&list[0]))
+        } else {
+            String::new()
+        };
         out.push(format!(
-            "{at} is {}, not one of {}",
+            "{at} is {}, not one of {}{types}",
             show(v),
             allowed.join(", ")
         ));

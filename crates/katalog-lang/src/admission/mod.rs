@@ -8,6 +8,7 @@ pub mod autogen;
 pub mod compile;
 pub mod eval;
 pub mod review;
+pub mod types;
 
 use std::collections::BTreeSet;
 
