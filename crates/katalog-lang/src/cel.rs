@@ -918,6 +918,44 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn unbound(expr: &str, bound: &[&str]) -> Vec<String> {
+        CelProgram::compile(expr)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unbound_identifiers(bound)
+    }
+
+    #[test]
+    fn unbound_identifiers_skip_macro_variables_and_function_namespaces() {
+        let b = ["object", "self"];
+        assert!(
+            unbound(
+                "self.all(c, c.name != '') && object.x.exists(k, k == 'a')",
+                &b
+            )
+            .is_empty()
+        );
+        assert!(unbound("self.map(x, x + 1).filter(y, y > 2).size() > 0", &b).is_empty());
+        assert!(unbound("optional.none() == self.?a && math.greatest(1, 2) == 2", &b).is_empty());
+        assert!(unbound("self.exists_one(c, c == 1)", &b).is_empty());
+        assert_eq!(unbound("objetc.a == self && objetc.b", &b), ["objetc"]);
+        assert_eq!(unbound("self.all(c, c == d)", &b), ["d"]);
+        // A macro variable does not leak out of its macro.
+        assert_eq!(unbound("self.all(c, c == 1) && c == 2", &b), ["c"]);
+        assert_eq!(
+            unbound("[element, {'k': elementIndex}]", &b),
+            ["element", "elementIndex"]
+        );
+    }
+
+    #[test]
+    fn variable_names_are_found_in_every_spelling() {
+        let p = CelProgram::compile(
+            "variables.a + variables['b'] + variables.?c.orValue('') + variables.a + x.variables.d",
+        )
+        .unwrap();
+        assert_eq!(p.variable_names(), ["a", "b", "c"]);
+    }
+
     fn eval(expr: &str, vars: &[(&str, &Json)]) -> Json {
         CelProgram::compile(expr)
             .unwrap_or_else(|e| panic!("{e}"))

@@ -147,11 +147,18 @@ pub fn evaluate(ir: &Ir, input: &AdmissionInput, endpoint: Endpoint) -> Verdict 
     if matches!(endpoint, Endpoint::Validate | Endpoint::All) {
         let vars = Vars::new(adm, input);
         // Autogen: Pod rules also see the pod template of a controller.
-        let pod = autogen::pod_view(input).map(|pv| {
-            let mut vars = Vars::new(adm, &pv.input);
-            vars.shown_at = pv.template.clone();
-            (pv, vars)
-        });
+        let any_pod_rule = adm
+            .validations
+            .iter()
+            .any(|v| autogen::applies(&v.matcher, input));
+        let pod = any_pod_rule
+            .then(|| autogen::pod_view(input))
+            .flatten()
+            .map(|pv| {
+                let mut vars = Vars::new(adm, &pv.input);
+                vars.shown_at = pv.template.clone();
+                (pv, vars)
+            });
         for v in &adm.validations {
             validate(v, input, &vars, &mut verdict, false);
             if let Some((pv, pod_vars)) = &pod

@@ -246,7 +246,7 @@ impl MutationOp {
             MutationOp::MergePatch { at, .. } | MutationOp::Defaults { at, .. } => {
                 *at = base.join(at)
             }
-            MutationOp::Computed { op, .. } => *op = Box::new(op.rebased(base)),
+            MutationOp::Computed { op, .. } => **op = op.rebased(base),
             MutationOp::Metadata { .. } | MutationOp::JsonPatch(_) => {}
         }
         op
