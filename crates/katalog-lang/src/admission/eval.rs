@@ -445,8 +445,8 @@ pub(crate) fn show(v: &Value) -> String {
 /// several paths, as from `allContainers`, the elements of all of them); each
 /// element's value is what the rest of the path names there, or nothing.
 /// `all`: every element passes (`exists`: each has the value; other tests
-/// skip an absent value; no elements at all pass). `any`: at least one element has the value and
-/// passes every test (or, for `absent`, lacks it).
+/// skip an absent value; no elements at all pass). `any`: at least one
+/// element has the value and passes every test (or, for `absent`, lacks it).
 fn run_check(
     check: &CheckIr,
     paths: &[Path],
