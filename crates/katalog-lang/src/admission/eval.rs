@@ -832,7 +832,14 @@ fn violation_message(
         },
         None => v.message.clone(),
     };
-    custom.unwrap_or_else(|| violations.join("; "))
+    match custom {
+        // A rule's own message on a controller says where the pod template is.
+        Some(message) if !vars.shown_at.is_root() => {
+            format!("{message} (pod template at `{}`)", vars.shown_at)
+        }
+        Some(message) => message,
+        None => violations.join("; "),
+    }
 }
 
 fn mutate(
