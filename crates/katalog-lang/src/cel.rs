@@ -203,6 +203,26 @@ impl CelProgram {
         &self.inner.source
     }
 
+    /// The identifiers the expression reads that neither `bound` nor one of
+    /// its own comprehensions (`all`, `exists`, `map`, `filter`, ... bind
+    /// their iteration variables) binds, in order, each once. Function
+    /// namespaces (`optional.none()`, `math.greatest()`, `sets`, ...) are
+    /// not identifiers.
+    pub fn unbound_identifiers(&self, bound: &[&str]) -> Vec<String> {
+        let mut scope: Vec<String> = bound.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        walk_identifiers(&self.inner.ast, &mut scope, &mut out);
+        out
+    }
+
+    /// The `NAME`s of `variables.NAME` (and `variables['NAME']`,
+    /// `variables.?NAME`) the expression reads, in order, each once.
+    pub fn variable_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        walk_variables(&self.inner.ast, &mut out);
+        out
+    }
+
     /// Evaluates with the given variables bound (JSON values converted to CEL
     /// values) and returns the result converted back to JSON (see the module
     /// docs for the conversion rules).
@@ -293,6 +313,125 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, String> {
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
     Ok(ast)
+}
+
+/// Namespaces of the functions registered as `NAMESPACE.name`.
+const FUNCTION_NAMESPACES: &[&str] = &[
+    "optional",
+    "math",
+    "format",
+    "sets",
+    "lists",
+    "strings",
+    "ip",
+    "net",
+    "jsonpatch",
+    "base64",
+];
+
+fn push_once(out: &mut Vec<String>, name: &str) {
+    if !out.iter().any(|n| n == name) {
+        out.push(name.to_owned());
+    }
+}
+
+fn walk_identifiers(expr: &IdedExpr, scope: &mut Vec<String>, out: &mut Vec<String>) {
+    match &expr.expr {
+        Expr::Ident(name) => {
+            if !scope.iter().any(|s| s == name) {
+                push_once(out, name);
+            }
+        }
+        Expr::Select(select) => walk_identifiers(&select.operand, scope, out),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                let namespace = matches!(&target.expr, Expr::Ident(n)
+                    if FUNCTION_NAMESPACES.contains(&n.as_str()) && !scope.iter().any(|s| s == n));
+                if !namespace {
+                    walk_identifiers(target, scope, out);
+                }
+            }
+            for arg in &call.args {
+                walk_identifiers(arg, scope, out);
+            }
+        }
+        Expr::List(list) => {
+            for e in &list.elements {
+                walk_identifiers(e, scope, out);
+            }
+        }
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    walk_identifiers(&e.key, scope, out);
+                    walk_identifiers(&e.value, scope, out);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            walk_identifiers(&c.iter_range, scope, out);
+            walk_identifiers(&c.accu_init, scope, out);
+            let before = scope.len();
+            scope.push(c.iter_var.clone());
+            if let Some(v) = &c.iter_var2 {
+                scope.push(v.clone());
+            }
+            scope.push(c.accu_var.clone());
+            for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                walk_identifiers(e, scope, out);
+            }
+            scope.truncate(before);
+        }
+        Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
+}
+
+fn walk_variables(expr: &IdedExpr, out: &mut Vec<String>) {
+    let is_variables = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == "variables");
+    match &expr.expr {
+        Expr::Select(select) => {
+            if is_variables(&select.operand) {
+                push_once(out, &select.field);
+            }
+            walk_variables(&select.operand, out);
+        }
+        Expr::Call(call) => {
+            if call.target.is_none()
+                && call.args.len() == 2
+                && is_variables(&call.args[0])
+                && let Expr::Literal(LiteralValue::String(name)) = &call.args[1].expr
+            {
+                push_once(out, name.as_ref());
+            }
+            if let Some(target) = &call.target {
+                walk_variables(target, out);
+            }
+            for arg in &call.args {
+                walk_variables(arg, out);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|e| walk_variables(e, out)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    walk_variables(&e.key, out);
+                    walk_variables(&e.value, out);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk_variables(e, out);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
 }
 
 /// Name under which `heterogeneous_eq` is registered; `_==_` calls are
@@ -778,6 +917,44 @@ fn push_decimal(out: &mut String, whole: u128, frac: u128, digits: usize) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn unbound(expr: &str, bound: &[&str]) -> Vec<String> {
+        CelProgram::compile(expr)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unbound_identifiers(bound)
+    }
+
+    #[test]
+    fn unbound_identifiers_skip_macro_variables_and_function_namespaces() {
+        let b = ["object", "self"];
+        assert!(
+            unbound(
+                "self.all(c, c.name != '') && object.x.exists(k, k == 'a')",
+                &b
+            )
+            .is_empty()
+        );
+        assert!(unbound("self.map(x, x + 1).filter(y, y > 2).size() > 0", &b).is_empty());
+        assert!(unbound("optional.none() == self.?a && math.greatest(1, 2) == 2", &b).is_empty());
+        assert!(unbound("self.exists_one(c, c == 1)", &b).is_empty());
+        assert_eq!(unbound("objetc.a == self && objetc.b", &b), ["objetc"]);
+        assert_eq!(unbound("self.all(c, c == d)", &b), ["d"]);
+        // A macro variable does not leak out of its macro.
+        assert_eq!(unbound("self.all(c, c == 1) && c == 2", &b), ["c"]);
+        assert_eq!(
+            unbound("[element, {'k': elementIndex}]", &b),
+            ["element", "elementIndex"]
+        );
+    }
+
+    #[test]
+    fn variable_names_are_found_in_every_spelling() {
+        let p = CelProgram::compile(
+            "variables.a + variables['b'] + variables.?c.orValue('') + variables.a + x.variables.d",
+        )
+        .unwrap();
+        assert_eq!(p.variable_names(), ["a", "b", "c"]);
+    }
 
     fn eval(expr: &str, vars: &[(&str, &Json)]) -> Json {
         CelProgram::compile(expr)

@@ -485,9 +485,59 @@ pub struct Validation {
     #[serde(default, skip_serializing_if = "is_false")]
     pub all_containers: bool,
     pub check: Check,
+    /// With a `[*]` path: `all` (the default) means every element the
+    /// innermost wildcard reaches passes the check (`exists`: each element
+    /// has the field); `any` means at least one element has the field and
+    /// passes every test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantifier: Option<Quantifier>,
+    /// Check each element of a list on its own: `path` and `check` are then
+    /// relative to the element, and a denial names the element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// For a rule on `v1/pods`: also check the pod templates of the workload
+    /// controllers (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+    /// ReplicationController, Job, CronJob). `true` by default; `false` for
+    /// Pods only, or a list of controller kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_controllers: Option<PodControllers>,
     /// CEL variables for this rule only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<Variable>,
+}
+
+/// How the elements a `[*]` path reaches must satisfy a check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Quantifier {
+    /// Every element passes (the default).
+    #[default]
+    All,
+    /// At least one element passes.
+    Any,
+}
+
+/// Which pod controllers a Pod rule also applies to.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PodControllers {
+    /// `true`: every controller; `false`: Pods only.
+    Enabled(bool),
+    /// Only these kinds (`Deployment`, `StatefulSet`, `DaemonSet`,
+    /// `ReplicaSet`, `ReplicationController`, `Job`, `CronJob`).
+    Kinds(Vec<String>),
+}
+
+/// A rule applied to each element of a list.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForEach {
+    /// The list: `spec.containers[*]` (or `spec.containers`).
+    pub path: String,
+    /// Only the elements that meet this condition; its paths are relative
+    /// to the element, and CEL sees `element` and `elementIndex`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
 }
 
 /// Tests on a value; every test given must pass.
@@ -627,6 +677,9 @@ pub struct Condition {
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
+    /// With a `[*]` path: every element (`all`, the default) or at least one (`any`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantifier: Option<Quantifier>,
 }
 
 /// A mutation rule: when `match` holds, change the object. Give one of
@@ -650,10 +703,29 @@ pub struct Mutation {
     /// Append the value to a list unless the list already holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<PathValue>,
+    /// RFC 6902 operations; a failing `test` operation skips the mutation
+    /// silently, any other failure skips it with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_patch: Option<Vec<Value>>,
+    /// An RFC 7386 merge patch (`null` removes a field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_patch: Option<Value>,
+    /// An overlay of defaults: fills only the fields that are absent,
+    /// recursively through objects (lists and other values are never merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<Value>,
     /// With a path through `containers[*]`, also change `initContainers[*]`
     /// and `ephemeralContainers[*]`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub all_containers: bool,
+    /// Change each element of a list on its own: the paths of `default`,
+    /// `set`, `remove` and `append` are then relative to the element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_each: Option<ForEach>,
+    /// For a mutation on `v1/pods`: also change the pod templates of the
+    /// workload controllers (see validations); `true` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_controllers: Option<PodControllers>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub add_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -668,7 +740,23 @@ pub struct Mutation {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PathValue {
     pub path: String,
-    pub value: Value,
+    /// The value (`null` included); give this or `valueExpression`.
+    #[serde(
+        default,
+        deserialize_with = "present_value",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub value: Option<Value>,
+    /// A CEL expression computing the value (`object`, `oldObject`,
+    /// `request`, `namespaceObject`, `variables`; in `forEach`, `element` and
+    /// `elementIndex`); a CEL error skips the mutation with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_expression: Option<String>,
+}
+
+/// A `value` that is present is `Some`, even when it is `null`.
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]

@@ -349,13 +349,11 @@ fn restricted_pods() {
 }
 
 #[test]
-#[ignore = "needs autogen (pod controllers), enabled by the integrator"]
 fn baseline_deployments() {
     conformance("baseline", Wrap::Deployment);
 }
 
 #[test]
-#[ignore = "needs autogen (pod controllers), enabled by the integrator"]
 fn restricted_deployments() {
     conformance("restricted", Wrap::Deployment);
 }

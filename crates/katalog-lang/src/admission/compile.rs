@@ -3,19 +3,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    AdmissionIr, CheckIr, ConditionIr, DeclaredTarget, DeletionIr, MatchIr, MutationIr, MutationOp,
-    ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
+    AdmissionIr, CheckIr, ConditionIr, DeclaredTarget, DeletionIr, ForEachIr, MatchIr, MutationIr,
+    MutationOp, ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
 };
 use crate::cel::CelProgram;
 use crate::document::{
-    Check, Condition, DEFAULT_PROTECTION_LABEL, LabelSelector, Match, Mutation, Operation,
-    SelectorOperator, Validation, Variable,
+    Check, Condition, DEFAULT_PROTECTION_LABEL, ForEach, LabelSelector, Match, Mutation, Operation,
+    PathValue, PodControllers, Quantifier, SelectorOperator, Validation, Variable,
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
 use crate::ir::ResourceIr;
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
 use crate::source::DocPath;
+use serde_json::Value;
 
 struct Ctx<'a> {
     doc: &'a LoadedDocument,
@@ -24,7 +25,26 @@ struct Ctx<'a> {
     resources: &'a [ResourceIr],
     /// Namespaces no rule applies in.
     excluded: &'a [String],
+    scope: CelScope,
 }
+
+/// What CEL may name where an expression is being compiled.
+#[derive(Clone, Default)]
+struct CelScope {
+    /// The `variables.NAME`s declared (and evaluated) before this point.
+    variables: Vec<String>,
+    /// Inside `forEach`: `element` and `elementIndex`.
+    element: bool,
+}
+
+/// What every admission expression sees.
+const CEL_BINDINGS: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "namespaceObject",
+    "variables",
+];
 
 impl Ctx<'_> {
     fn error(
@@ -39,14 +59,70 @@ impl Ctx<'_> {
         &mut self.diags.0[n]
     }
 
+    /// An expression without `self` (conditions, messages, variables, values).
     fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        match CelProgram::compile(expr) {
-            Ok(p) => Some(p),
+        self.cel_bound(expr, at, false)
+    }
+
+    /// An expression on a checked value (`check.cel`): `self` is bound.
+    fn cel_self(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
+        self.cel_bound(expr, at, true)
+    }
+
+    fn cel_bound(&mut self, expr: &str, at: &DocPath, with_self: bool) -> Option<CelProgram> {
+        let prog = match CelProgram::compile(expr) {
+            Ok(p) => p,
             Err(e) => {
                 self.error(at, ErrorKind::Cel, e.to_string());
-                None
+                return None;
             }
+        };
+        let mut bound: Vec<&str> = CEL_BINDINGS.to_vec();
+        if with_self {
+            bound.push("self");
         }
+        if self.scope.element {
+            bound.extend(["element", "elementIndex"]);
+        }
+        let before = self.diags.len();
+        for name in prog.unbound_identifiers(&bound) {
+            let message = match name.as_str() {
+                "self" => "`self` is not bound here: it is the checked value, in `check.cel` only"
+                    .to_string(),
+                "element" | "elementIndex" => {
+                    format!("`{name}` is bound only in a rule with `forEach`")
+                }
+                _ => format!("`{name}` is not defined in this CEL expression"),
+            };
+            let help = crate::error::did_you_mean(&name, bound.iter().copied())
+                .map(|s| format!("did you mean `{s}`?"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "the expression sees {}",
+                        bound
+                            .iter()
+                            .map(|b| format!("`{b}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                });
+            self.error(at, ErrorKind::Cel, message).help = Some(help);
+        }
+        for name in prog.variable_names() {
+            if self.scope.variables.contains(&name) {
+                continue;
+            }
+            let help = crate::error::did_you_mean(&name, self.scope.variables.iter().map(String::as_str))
+                .map(|s| format!("did you mean `variables.{s}`?"))
+                .unwrap_or_else(|| "declare it under `variables` (Katalog-wide, or in the rule) before the expressions that use it".into());
+            self.error(
+                at,
+                ErrorKind::Cel,
+                format!("`variables.{name}` is not declared"),
+            )
+            .help = Some(help);
+        }
+        (self.diags.len() == before).then_some(prog)
     }
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
@@ -119,6 +195,19 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
         ..Default::default()
     };
     let mut label_set_at: Option<crate::source::Loc> = None;
+    // Rules see every Katalog-wide variable (all are evaluated first).
+    let all_wide: Vec<String> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| {
+            d.doc
+                .spec
+                .admission
+                .variables
+                .iter()
+                .map(|v| v.name.clone())
+        })
+        .collect();
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
@@ -128,6 +217,10 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
             diags,
             resources,
             excluded,
+            scope: CelScope {
+                variables: ir.variables.iter().map(|(n, _)| n.clone()).collect(),
+                element: false,
+            },
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -150,7 +243,12 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
             &doc.doc.spec.admission.variables,
             &admission.key("variables"),
         ));
+        let rule_scope = CelScope {
+            variables: all_wide.clone(),
+            element: false,
+        };
         for (i, v) in &doc.validations {
+            ctx.scope = rule_scope.clone();
             let at = admission.key("validations").index(*i);
             check_unique_name(&mut ctx, &mut seen_names, &v.name, &at, "validation");
             if let Some(v) = validation(&mut ctx, v, &at) {
@@ -158,6 +256,7 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
             }
         }
         for (i, m) in &doc.mutations {
+            ctx.scope = rule_scope.clone();
             let at = admission.key("mutations").index(*i);
             check_unique_name(&mut ctx, &mut seen_names, &m.name, &at, "mutation");
             if let Some(m) = mutation(&mut ctx, m, &at) {
@@ -306,6 +405,8 @@ fn variables(ctx: &mut Ctx, vars: &[Variable], at: &DocPath) -> Vec<(String, Cel
         if let Some(p) = ctx.cel(&v.expression, &vat.key("expression")) {
             out.push((v.name.clone(), p));
         }
+        // Later expressions (variables, the rule) may use it.
+        ctx.scope.variables.push(v.name.clone());
     }
     out
 }
@@ -465,12 +566,25 @@ fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
     out
 }
 
-fn matcher(ctx: &mut Ctx, resources: &[String], m: Option<&Match>, at: &DocPath) -> MatchIr {
+fn matcher(
+    ctx: &mut Ctx,
+    resources: &[String],
+    m: Option<&Match>,
+    pod_controllers: Option<&PodControllers>,
+    at: &DocPath,
+) -> MatchIr {
     let mut ir = MatchIr {
         resources: resource_patterns(ctx, resources, &at.key("resources")),
         ..Default::default()
     };
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
+    let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
+    match super::autogen::controllers_for(&ir.resources, subresources, pod_controllers) {
+        Ok(c) => ir.pod_controllers = c,
+        Err(e) => {
+            ctx.error(&at.key("podControllers"), ErrorKind::Invalid, e);
+        }
+    }
     let default = Match::default();
     let m = m.unwrap_or(&default);
     let mat = at.key("match");
@@ -570,7 +684,8 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         ctx.error(at, ErrorKind::Shape, "a `path` condition needs a `check`");
         return None;
     };
-    let check = check(ctx, check_doc, &at.key("check"))?;
+    let mut check = check(ctx, check_doc, &at.key("check"))?;
+    check.quantifier = quantifier(ctx, c.quantifier, &paths, at)?;
     if check.immutable {
         ctx.error(
             &at.key("check").key("immutable"),
@@ -657,7 +772,7 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
         }
     }
     if let Some(expr) = &c.cel {
-        match ctx.cel(expr, &at.key("cel")) {
+        match ctx.cel_self(expr, &at.key("cel")) {
             Some(p) => ir.cel = Some(p),
             None => ok = false,
         }
@@ -686,6 +801,57 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
     ok.then_some(ir)
 }
 
+fn quantifier(
+    ctx: &mut Ctx,
+    q: Option<Quantifier>,
+    paths: &[Path],
+    at: &DocPath,
+) -> Option<Quantifier> {
+    if q.is_some() && !paths.iter().any(Path::has_wildcard) {
+        ctx.error(
+            &at.key("quantifier"),
+            ErrorKind::Invalid,
+            "`quantifier` says how the elements of a `[*]` path must pass, and this path has no `[*]`",
+        )
+        .help = Some("e.g. `path: spec.containers[*].image` with `quantifier: any`".into());
+        return None;
+    }
+    Some(q.unwrap_or_default())
+}
+
+fn for_each(ctx: &mut Ctx, f: &ForEach, all_containers: bool, at: &DocPath) -> Option<ForEachIr> {
+    let mut list = ctx.path(&f.path, &at.key("path"))?;
+    if list.is_root() {
+        ctx.error(
+            &at.key("path"),
+            ErrorKind::Path,
+            "`forEach.path` names a list, e.g. `spec.containers[*]`",
+        );
+        return None;
+    }
+    if !matches!(list.segments().last(), Some(Segment::Wildcard)) {
+        let mut segs = list.segments().to_vec();
+        segs.push(Segment::Wildcard);
+        list = Path::from_segments(segs);
+    }
+    let lists = if all_containers {
+        match expand_containers(&list) {
+            Some(all) => all,
+            None => {
+                ctx.error(&at.key("path"), ErrorKind::Invalid, format!("`allContainers` needs a `forEach.path` through `containers`, and `{list}` has none"));
+                return None;
+            }
+        }
+    } else {
+        vec![list]
+    };
+    let when = match &f.when {
+        Some(w) => Some(condition(ctx, w, &at.key("when"))?),
+        None => None,
+    };
+    Some(ForEachIr { lists, when })
+}
+
 /// `spec.containers[*]...` also as `initContainers` and `ephemeralContainers`.
 fn expand_containers(path: &Path) -> Option<Vec<Path>> {
     let idx = path
@@ -701,14 +867,66 @@ fn expand_containers(path: &Path) -> Option<Vec<Path>> {
     Some(out)
 }
 
+/// `equals`, `in` and `notIn` literals that cannot be values of a field
+/// whose type is known (`equals: "false"` on `hostNetwork`).
+fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Check, at: &DocPath) {
+    let lists = [
+        ("equals", c.equals.iter().collect::<Vec<_>>()),
+        ("in", c.in_.iter().flatten().collect()),
+        ("notIn", c.not_in.iter().flatten().collect()),
+    ];
+    for (key, values) in lists {
+        for v in values {
+            if !super::types::mismatches(t, v) {
+                continue;
+            }
+            let shown = crate::admission::eval::show(v);
+            let help = match super::types::unquoted(t, v) {
+                Some(fixed) if key == "equals" => format!("write `equals: {fixed}` (no quotes)"),
+                Some(fixed) => format!("write `{fixed}` in `{key}` (no quotes)"),
+                None if t == super::types::FieldType::Boolean => {
+                    "a boolean is true or false, without quotes".to_string()
+                }
+                None => "write the number without quotes".to_string(),
+            };
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Invalid,
+                format!(
+                    "`{path}` is {}, and `{key}` compares it with {shown} ({}): the test can never match",
+                    t.name(),
+                    crate::convert::type_name(v)
+                ),
+            )
+            .help = Some(help);
+        }
+    }
+}
+
 fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationIr> {
     let before = ctx.diags.len();
-    let matcher = matcher(ctx, &v.resources, v.match_.as_ref(), at);
+    let matcher = matcher(
+        ctx,
+        &v.resources,
+        v.match_.as_ref(),
+        v.pod_controllers.as_ref(),
+        at,
+    );
     let mut paths = Vec::new();
+    let outer = ctx.scope.clone();
+    ctx.scope.element = v.for_each.is_some();
+    let for_each = v
+        .for_each
+        .as_ref()
+        .and_then(|f| for_each(ctx, f, v.all_containers, &at.key("forEach")));
+    // The check and the message see the rule's own variables.
+    ctx.scope
+        .variables
+        .extend(v.variables.iter().map(|x| x.name.clone()));
     if let Some(p) = &v.path
         && let Some(path) = ctx.path(p, &at.key("path"))
     {
-        if v.all_containers {
+        if v.all_containers && v.for_each.is_none() {
             match expand_containers(&path) {
                 Some(all) => paths = all,
                 None => {
@@ -718,14 +936,26 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         } else {
             paths.push(path);
         }
-    } else if v.all_containers {
+    } else if v.all_containers && v.for_each.is_none() {
         ctx.error(
             &at.key("allContainers"),
             ErrorKind::Invalid,
             "`allContainers` needs a `path` through `containers[*]`",
         );
     }
-    let check = check(ctx, &v.check, &at.key("check"));
+    let mut check = check(ctx, &v.check, &at.key("check"));
+    if let Some(c) = &mut check {
+        match quantifier(ctx, v.quantifier, &paths, at) {
+            Some(q) => c.quantifier = q,
+            None => check = None,
+        }
+    }
+    if v.for_each.is_none()
+        && let Some(first) = paths.first()
+        && let Some(t) = super::types::field_type(&matcher.resources, first)
+    {
+        typed_literals(ctx, t, first, &v.check, &at.key("check"));
+    }
     if v.check.unique && paths.iter().all(|p| !p.has_wildcard()) {
         ctx.error(
             &at.key("check").key("unique"),
@@ -738,7 +968,13 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         .message_expression
         .as_ref()
         .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
+    // The rule's variables see the Katalog-wide ones and their predecessors.
+    ctx.scope = CelScope {
+        element: false,
+        ..outer.clone()
+    };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
+    ctx.scope = outer;
     if ctx.diags.len() > before {
         return None;
     }
@@ -751,19 +987,64 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         paths,
         check: check?,
         variables: vars,
+        for_each,
         origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),
     })
 }
 
+/// The literal value of `default`/`set`/`append`, or a placeholder and the
+/// CEL program computing it.
+fn path_value(
+    ctx: &mut Ctx,
+    pv: &PathValue,
+    at: &DocPath,
+    computed: &mut Option<CelProgram>,
+) -> Option<Value> {
+    match (&pv.value, &pv.value_expression) {
+        (Some(v), None) => Some(v.clone()),
+        (None, Some(expr)) => {
+            *computed = Some(ctx.cel(expr, &at.key("valueExpression"))?);
+            Some(Value::Null)
+        }
+        (Some(_), Some(_)) => {
+            ctx.error(
+                &at.key("valueExpression"),
+                ErrorKind::Conflict,
+                "give `value` or `valueExpression`, not both",
+            );
+            None
+        }
+        (None, None) => {
+            ctx.error(
+                at,
+                ErrorKind::Shape,
+                "give the `value` to write, or a `valueExpression` computing it",
+            );
+            None
+        }
+    }
+}
+
 fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
     let before = ctx.diags.len();
-    let matcher = matcher(ctx, &m.resources, m.match_.as_ref(), at);
+    let matcher = matcher(
+        ctx,
+        &m.resources,
+        m.match_.as_ref(),
+        m.pod_controllers.as_ref(),
+        at,
+    );
+    // Below the match, `forEach` binds `element` and `elementIndex`.
+    ctx.scope.element = m.for_each.is_some();
     let mut ops = Vec::new();
     let given = [
         m.default.is_some(),
         m.set.is_some(),
         m.remove.is_some(),
         m.append.is_some(),
+        m.json_patch.is_some(),
+        m.merge_patch.is_some(),
+        m.defaults.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -773,7 +1054,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         || !m.add_annotations.is_empty()
         || !m.remove_annotations.is_empty();
     if given > 1 || (given == 0 && !meta) {
-        ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append` (label and annotation edits may go with it)");
+        ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append`, `jsonPatch`, `mergePatch`, `defaults` (label and annotation edits may go with it)");
         return None;
     }
     let path_of = |ctx: &mut Ctx, text: &str, key: &str| -> Option<Path> {
@@ -810,16 +1091,21 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         }
         Some(p)
     };
+    let mut computed: Option<CelProgram> = None;
     if let Some(d) = &m.default {
+        let path = path_of(ctx, &d.path, "default");
+        let value = path_value(ctx, d, &at.key("default"), &mut computed);
         ops.push(MutationOp::Default {
-            path: path_of(ctx, &d.path, "default")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
         });
     }
     if let Some(d) = &m.set {
+        let path = path_of(ctx, &d.path, "set");
+        let value = path_value(ctx, d, &at.key("set"), &mut computed);
         ops.push(MutationOp::Set {
-            path: path_of(ctx, &d.path, "set")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
         });
     }
     if let Some(d) = &m.remove {
@@ -828,12 +1114,75 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         });
     }
     if let Some(d) = &m.append {
+        let path = path_of(ctx, &d.path, "append");
+        let value = path_value(ctx, d, &at.key("append"), &mut computed);
         ops.push(MutationOp::Append {
-            path: path_of(ctx, &d.path, "append")?,
-            value: d.value.clone(),
+            path: path?,
+            value: value?,
         });
     }
-    if m.all_containers {
+    if let Some(patch) = &m.json_patch {
+        let pat = at.key("jsonPatch");
+        if m.for_each.is_some() {
+            ctx.error(&pat, ErrorKind::Invalid, "`jsonPatch` addresses the whole object and does not go with `forEach`; use `mergePatch` or `defaults` there");
+            return None;
+        }
+        match serde_json::from_value::<json_patch::Patch>(Value::Array(patch.clone())) {
+            Ok(p) => ops.push(MutationOp::JsonPatch(p)),
+            Err(e) => {
+                ctx.error(
+                    &pat,
+                    ErrorKind::Invalid,
+                    format!("`jsonPatch` is not an RFC 6902 patch: {e}"),
+                )
+                .help =
+                    Some("e.g. `[{op: add, path: /metadata/labels/team, value: payments}]`".into());
+                return None;
+            }
+        }
+    }
+    for (key, doc, overlay) in [
+        ("mergePatch", &m.merge_patch, false),
+        ("defaults", &m.defaults, true),
+    ] {
+        let Some(v) = doc else { continue };
+        let Some(obj) = v.as_object() else {
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Invalid,
+                format!("`{key}` is an object of the fields to write"),
+            );
+            return None;
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| matches!(k.as_str(), "apiVersion" | "kind"))
+        {
+            ctx.error(
+                &at.key(key),
+                ErrorKind::Path,
+                format!("`{k}` may not be mutated"),
+            );
+            return None;
+        }
+        let at = Path::root();
+        ops.push(if overlay {
+            MutationOp::Defaults {
+                at,
+                overlay: v.clone(),
+            }
+        } else {
+            MutationOp::MergePatch {
+                at,
+                patch: v.clone(),
+            }
+        });
+    }
+    let for_each = match &m.for_each {
+        Some(f) => Some(for_each(ctx, f, m.all_containers, &at.key("forEach"))?),
+        None => None,
+    };
+    if m.all_containers && for_each.is_none() {
         let mut expanded = Vec::new();
         for op in ops {
             let (path, rebuild): (&Path, Box<dyn Fn(Path) -> MutationOp>) = match &op {
@@ -868,7 +1217,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
                     )
                 }
                 MutationOp::Remove { path } => (path, Box::new(|p| MutationOp::Remove { path: p })),
-                MutationOp::Metadata { .. } => {
+                _ => {
                     expanded.push(op);
                     continue;
                 }
@@ -882,6 +1231,20 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
             }
         }
         ops = expanded;
+    }
+    if let Some(expression) = computed {
+        ops = ops
+            .into_iter()
+            .map(|op| match op {
+                MutationOp::Default { .. } | MutationOp::Set { .. } | MutationOp::Append { .. } => {
+                    MutationOp::Computed {
+                        op: Box::new(op),
+                        expression: expression.clone(),
+                    }
+                }
+                other => other,
+            })
+            .collect();
     }
     for (field, add, remove, add_key, remove_key) in [
         (
@@ -940,6 +1303,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         name: m.name.clone(),
         matcher,
         ops,
+        for_each,
         origin: format!("{} (mutation {})", ctx.doc.locate(at), m.name),
     })
 }

@@ -4,12 +4,12 @@ use serde_json::{Map, Value};
 
 use super::versions::{self, Target};
 use super::{
-    AdmissionIr, CheckIr, ConditionIr, MatchIr, MutationOp, ProtectedResource, SelectorIr,
-    ValidationIr,
+    AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
+    ProtectedResource, SelectorIr, ValidationIr, autogen,
 };
 use crate::cel::CelProgram;
 use crate::convert::{json_eq, type_name};
-use crate::document::{Action, Operation, SelectorOperator};
+use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
 use crate::path::{Path, Segment};
 
@@ -172,6 +172,20 @@ pub fn evaluate_only(
     let input = input_after.as_ref();
     if matches!(endpoint, Endpoint::Validate | Endpoint::All) && !excluded {
         let vars = Vars::new(adm, input);
+        // Autogen: Pod rules also see the pod template of a controller.
+        let any_pod_rule = adm
+            .validations
+            .iter()
+            .enumerate()
+            .any(|(i, v)| picked(i) && autogen::applies(&v.matcher, input));
+        let pod = any_pod_rule
+            .then(|| autogen::pod_view(input))
+            .flatten()
+            .map(|pv| {
+                let mut vars = Vars::new(adm, &pv.input);
+                vars.shown_at = pv.template.clone();
+                (pv, vars)
+            });
         let mut views = Views::default();
         for (i, v) in adm.validations.iter().enumerate() {
             if !picked(i) {
@@ -179,9 +193,16 @@ pub fn evaluate_only(
             }
             match versions::target(ir, &v.matcher, input) {
                 Target::NotMatched => {}
-                Target::AsIs => validate(v, input, &vars, &mut verdict),
+                Target::AsIs => {
+                    validate(v, input, &vars, &mut verdict, false);
+                    if let Some((pv, pod_vars)) = &pod
+                        && autogen::applies(&v.matcher, input)
+                    {
+                        validate(v, &pv.input, pod_vars, &mut verdict, true);
+                    }
+                }
                 Target::Convert(version) => match views.at(ir, input, version) {
-                    Ok((view, view_vars)) => validate(v, view, view_vars, &mut verdict),
+                    Ok((view, view_vars)) => validate(v, view, view_vars, &mut verdict, false),
                     Err(e) if v.matcher.operations.contains(&input.operation) => {
                         // Fail closed: the object cannot be seen as the rule is written.
                         let finding = Finding {
@@ -249,6 +270,7 @@ impl Views {
 }
 
 /// CEL activation shared by the rules of one request.
+#[derive(Clone)]
 struct Vars {
     object: Value,
     old_object: Value,
@@ -258,6 +280,12 @@ struct Vars {
     /// Katalog-wide variables that failed to evaluate, with why; only rules
     /// that use one of them fail.
     failed: Vec<(String, String)>,
+    /// Shown before every path in messages (the pod template, for autogen).
+    shown_at: Path,
+    /// Rule paths are relative to this (the element, in `forEach`).
+    base: Path,
+    /// `element` and `elementIndex`, in `forEach`.
+    element: Option<(Value, Value)>,
 }
 
 /// Whether a CEL expression reads `variables.NAME`.
@@ -280,6 +308,9 @@ impl Vars {
             namespace_object: input.namespace_object.clone().unwrap_or(Value::Null),
             variables: Value::Object(Map::new()),
             failed: Vec::new(),
+            shown_at: Path::root(),
+            base: Path::root(),
+            element: None,
         };
         for (name, prog) in &adm.variables {
             match vars.eval(prog, None, None) {
@@ -317,6 +348,10 @@ impl Vars {
         ];
         if let Some(s) = this {
             bindings.push(("self", s));
+        }
+        if let Some((element, index)) = &self.element {
+            bindings.push(("element", element));
+            bindings.push(("elementIndex", index));
         }
         prog.eval(&bindings).map_err(|e| e.to_string())
     }
@@ -370,6 +405,11 @@ fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<b
     {
         return Ok(false);
     }
+    matches_scope(m, input, vars)
+}
+
+/// The match past operation and resource (what a pod view is matched on).
+fn matches_scope(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, String> {
     let sub_ok = if m.subresources.is_empty() {
         input.subresource.is_empty()
     } else {
@@ -461,7 +501,10 @@ fn condition_holds(c: &ConditionIr, input: &AdmissionInput, vars: &Vars) -> Resu
             // (unless it asks for the field to be absent).
             let null = Value::Null;
             let object = subject(input).unwrap_or(&null);
-            if !paths.is_empty() && !check.absent && selected(paths, object).is_empty() {
+            if !paths.is_empty()
+                && !check.absent
+                && selected(&rebased(paths, &vars.base), object).is_empty()
+            {
                 false
             } else {
                 run_check(check, paths, input, vars, None)?.is_empty()
@@ -484,6 +527,13 @@ pub(crate) fn show(v: &Value) -> String {
 }
 
 /// The violations of a check (empty: it passes). Errors are evaluation failures.
+///
+/// A `[*]` path reaches *elements* (the values of its innermost wildcard; with
+/// several paths, as from `allContainers`, the elements of all of them); each
+/// element's value is what the rest of the path names there, or nothing.
+/// `all`: every element passes (`exists`: each has the value; other tests
+/// skip an absent value; no elements at all pass). `any`: at least one
+/// element has the value and passes every test (or, for `absent`, lacks it).
 fn run_check(
     check: &CheckIr,
     paths: &[Path],
@@ -494,126 +544,64 @@ fn run_check(
     let mut out = Vec::new();
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
-    let values = selected(paths, object);
+    let paths = rebased(paths, &vars.base);
     let name = |p: &Path| {
-        if p.is_root() {
+        if p.is_root() && vars.shown_at.is_root() {
             "the object".to_string()
         } else {
-            format!("`{p}`")
+            format!("`{}`", vars.shown_at.join(p))
         }
     };
-    let path_text = paths.first().map(|p| p.to_string()).unwrap_or_default();
-    if check.exists && values.is_empty() {
-        out.push(format!("`{path_text}` is required"));
+    let path_text = paths.first().map(&name).unwrap_or_default();
+    let elems = elements(&paths, object);
+    let mut per = Vec::with_capacity(elems.len());
+    for (p, v) in &elems {
+        let mut found = Vec::new();
+        match v {
+            None if check.exists => found.push(format!("{} is required", name(p))),
+            None => {}
+            Some(v) => {
+                if check.absent {
+                    found.push(format!("{} must not be set", name(p)));
+                }
+                found.extend(value_violations(check, &name(p), v, vars, locals)?);
+            }
+        }
+        per.push(found);
     }
-    if check.absent {
-        for (p, _) in &values {
-            out.push(format!("{} must not be set", name(p)));
+    let values: Vec<(Path, &Value)> = elems
+        .iter()
+        .filter_map(|(p, v)| v.map(|v| (p.clone(), v)))
+        .collect();
+    match check.quantifier {
+        Quantifier::All => {
+            out.extend(per.into_iter().flatten());
         }
-    }
-    for (p, v) in &values {
-        let at = name(p);
-        if let Some(want) = &check.equals
-            && !json_eq(v, want)
-        {
-            out.push(format!("{at} must be {}, found {}", show(want), show(v)));
-        }
-        if let Some(list) = &check.in_
-            && !list.iter().any(|x| json_eq(x, v))
-        {
-            let allowed: Vec<String> = list.iter().map(show).collect();
-            out.push(format!(
-                "{at} is {}, not one of {}",
-                show(v),
-                allowed.join(", ")
-            ));
-        }
-        if let Some(list) = &check.not_in
-            && list.iter().any(|x| json_eq(x, v))
-        {
-            out.push(format!("{at} may not be {}", show(v)));
-        }
-        if check.minimum.is_some() || check.maximum.is_some() {
-            match v.as_f64() {
-                Some(n) => {
-                    if let Some(min) = check.minimum
-                        && n < min
-                    {
-                        out.push(format!("{at} must be at least {min}, found {}", show(v)));
-                    }
-                    if let Some(max) = check.maximum
-                        && n > max
-                    {
-                        out.push(format!("{at} must be at most {max}, found {}", show(v)));
-                    }
-                }
-                None => out.push(format!("{at} must be a number, found {}", type_name(v))),
-            }
-        }
-        if check.min_length.is_some() || check.max_length.is_some() {
-            let len = match v {
-                Value::String(s) => Some(s.chars().count() as u64),
-                Value::Array(a) => Some(a.len() as u64),
-                Value::Object(m) => Some(m.len() as u64),
-                _ => None,
-            };
-            match len {
-                Some(n) => {
-                    if let Some(min) = check.min_length
-                        && n < min
-                    {
-                        out.push(format!(
-                            "{at} must have a length of at least {min}, found {n}"
-                        ));
-                    }
-                    if let Some(max) = check.max_length
-                        && n > max
-                    {
-                        out.push(format!(
-                            "{at} must have a length of at most {max}, found {n}"
-                        ));
-                    }
-                }
-                None => out.push(format!("{at} has no length: it is {}", type_name(v))),
-            }
-        }
-        if check.pattern.is_some() || check.prefix.is_some() || check.suffix.is_some() {
-            match v.as_str() {
-                Some(s) => {
-                    if let Some(re) = &check.pattern
-                        && !re.is_match(s)
-                    {
-                        let shown = re
-                            .as_str()
-                            .trim_start_matches("^(?:")
-                            .trim_end_matches(")$");
-                        out.push(format!("{at} = {} does not match /{shown}/", show(v)));
-                    }
-                    if let Some(pre) = &check.prefix
-                        && !s.starts_with(pre.as_str())
-                    {
-                        out.push(format!("{at} = {} must start with {pre:?}", show(v)));
-                    }
-                    if let Some(suf) = &check.suffix
-                        && !s.ends_with(suf.as_str())
-                    {
-                        out.push(format!("{at} = {} must end with {suf:?}", show(v)));
-                    }
-                }
-                None => out.push(format!("{at} must be a string, found {}", type_name(v))),
-            }
-        }
-        if let Some(prog) = &check.cel {
-            match vars.eval(prog, Some(v), locals)? {
-                Value::Bool(true) => {}
-                Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
-                other => {
-                    return Err(format!(
-                        "`{}` gave {}, not a boolean",
-                        prog.source(),
-                        type_name(&other)
-                    ));
-                }
+        Quantifier::Any => {
+            let passing = elems
+                .iter()
+                .zip(&per)
+                .any(|((_, v), found)| found.is_empty() && (v.is_some() || check.absent));
+            if elems.is_empty() {
+                out.push(format!(
+                    "{path_text} selects nothing; at least one element must pass"
+                ));
+            } else if !passing {
+                let why: Vec<String> = elems
+                    .iter()
+                    .zip(per)
+                    .flat_map(|((p, _), found)| {
+                        if found.is_empty() {
+                            vec![format!("{} is not set", name(p))]
+                        } else {
+                            found
+                        }
+                    })
+                    .collect();
+                out.push(format!(
+                    "no element of {path_text} passes (quantifier: any): {}",
+                    why.join("; ")
+                ));
             }
         }
     }
@@ -633,7 +621,7 @@ fn run_check(
         && input.operation == Operation::Update
         && let (Some(old), Some(new)) = (&input.old_object, &input.object)
     {
-        for (p, was) in selected(paths, old) {
+        for (p, was) in selected(&paths, old) {
             match p.get(new) {
                 None => out.push(format!(
                     "{} is immutable and may not be removed (was {})",
@@ -653,38 +641,214 @@ fn run_check(
     Ok(out)
 }
 
-fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut Verdict) {
-    // The violations and the rule's own variables, when the rule applies and fails.
-    type Failed = (Vec<String>, Option<Value>);
-    let outcome = (|| -> Result<Option<Failed>, String> {
-        if !matches(&v.matcher, input, Some(vars))? {
+/// Paths relative to `base` (the `forEach` element), made absolute.
+fn rebased(paths: &[Path], base: &Path) -> Vec<Path> {
+    if base.is_root() {
+        paths.to_vec()
+    } else if paths.is_empty() {
+        vec![base.clone()]
+    } else {
+        paths.iter().map(|p| base.join(p)).collect()
+    }
+}
+
+/// The elements a check looks at: concrete path and value (`None`: absent).
+fn elements<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, Option<&'v Value>)> {
+    if paths.is_empty() {
+        return vec![(Path::root(), Some(object))];
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        let segs = p.segments();
+        match segs.iter().rposition(|s| matches!(s, Segment::Wildcard)) {
+            None => out.push((p.clone(), p.get(object))),
+            Some(last) => {
+                let (through, rest) = segs.split_at(last + 1);
+                let rest = Path::from_segments(rest.to_vec());
+                for (ep, ev) in Path::from_segments(through.to_vec()).select(object) {
+                    out.push((ep.join(&rest), rest.get(ev)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Two scalars of different types (`"false"` and `false`): a comparison
+/// that can never match, worth saying so.
+fn different_scalars(a: &Value, b: &Value) -> bool {
+    let scalar = |v: &Value| v.is_boolean() || v.is_number() || v.is_string();
+    scalar(a) && scalar(b) && !(a.is_number() && b.is_number()) && type_name(a) != type_name(b)
+}
+
+/// The violations of the tests on one present value.
+fn value_violations(
+    check: &CheckIr,
+    at: &str,
+    v: &Value,
+    vars: &Vars,
+    locals: Option<&Value>,
+) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    if let Some(want) = &check.equals
+        && !json_eq(v, want)
+    {
+        if different_scalars(want, v) {
+            out.push(format!(
+                "{at} must be {} ({}), found {} ({})",
+                show(want),
+                type_name(want),
+                show(v),
+                type_name(v)
+            ));
+        } else {
+            out.push(format!("{at} must be {}, found {}", show(want), show(v)));
+        }
+    }
+    if let Some(list) = &check.in_
+        && !list.iter().any(|x| json_eq(x, v))
+    {
+        let allowed: Vec<String> = list.iter().map(show).collect();
+        let types = if !list.is_empty() && list.iter().all(|x| different_scalars(x, v)) {
+            format!(" ({} compared with {})", type_name(v), type_name(&list[0]))
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "{at} is {}, not one of {}{types}",
+            show(v),
+            allowed.join(", ")
+        ));
+    }
+    if let Some(list) = &check.not_in
+        && list.iter().any(|x| json_eq(x, v))
+    {
+        out.push(format!("{at} may not be {}", show(v)));
+    }
+    if check.minimum.is_some() || check.maximum.is_some() {
+        match v.as_f64() {
+            Some(n) => {
+                if let Some(min) = check.minimum
+                    && n < min
+                {
+                    out.push(format!("{at} must be at least {min}, found {}", show(v)));
+                }
+                if let Some(max) = check.maximum
+                    && n > max
+                {
+                    out.push(format!("{at} must be at most {max}, found {}", show(v)));
+                }
+            }
+            None => out.push(format!("{at} must be a number, found {}", type_name(v))),
+        }
+    }
+    if check.min_length.is_some() || check.max_length.is_some() {
+        let len = match v {
+            Value::String(s) => Some(s.chars().count() as u64),
+            Value::Array(a) => Some(a.len() as u64),
+            Value::Object(m) => Some(m.len() as u64),
+            _ => None,
+        };
+        match len {
+            Some(n) => {
+                if let Some(min) = check.min_length
+                    && n < min
+                {
+                    out.push(format!(
+                        "{at} must have a length of at least {min}, found {n}"
+                    ));
+                }
+                if let Some(max) = check.max_length
+                    && n > max
+                {
+                    out.push(format!(
+                        "{at} must have a length of at most {max}, found {n}"
+                    ));
+                }
+            }
+            None => out.push(format!("{at} has no length: it is {}", type_name(v))),
+        }
+    }
+    if check.pattern.is_some() || check.prefix.is_some() || check.suffix.is_some() {
+        match v.as_str() {
+            Some(s) => {
+                if let Some(re) = &check.pattern
+                    && !re.is_match(s)
+                {
+                    let shown = re
+                        .as_str()
+                        .trim_start_matches("^(?:")
+                        .trim_end_matches(")$");
+                    out.push(format!("{at} = {} does not match /{shown}/", show(v)));
+                }
+                if let Some(pre) = &check.prefix
+                    && !s.starts_with(pre.as_str())
+                {
+                    out.push(format!("{at} = {} must start with {pre:?}", show(v)));
+                }
+                if let Some(suf) = &check.suffix
+                    && !s.ends_with(suf.as_str())
+                {
+                    out.push(format!("{at} = {} must end with {suf:?}", show(v)));
+                }
+            }
+            None => out.push(format!("{at} must be a string, found {}", type_name(v))),
+        }
+    }
+    if let Some(prog) = &check.cel {
+        match vars.eval(prog, Some(v), locals)? {
+            Value::Bool(true) => {}
+            Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
+            other => {
+                return Err(format!(
+                    "`{}` gave {}, not a boolean",
+                    prog.source(),
+                    type_name(&other)
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `pod_view`: `input` is the pod view of a controller (autogen), already
+/// matched on operation and resource.
+fn validate(
+    v: &ValidationIr,
+    input: &AdmissionInput,
+    vars: &Vars,
+    verdict: &mut Verdict,
+    pod_view: bool,
+) {
+    let outcome = (|| -> Result<Option<String>, String> {
+        let matched = if pod_view {
+            matches_scope(&v.matcher, input, Some(vars))?
+        } else {
+            matches(&v.matcher, input, Some(vars))?
+        };
+        if !matched {
             return Ok(None);
         }
         verdict.matched.push(v.name.clone());
         let locals = vars.with_locals(&v.variables)?;
-        let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
-        Ok((!violations.is_empty()).then_some((violations, locals)))
+        let Some(each) = &v.for_each else {
+            let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
+            return Ok((!violations.is_empty())
+                .then(|| violation_message(v, vars, violations, locals.as_ref())));
+        };
+        let mut parts = Vec::new();
+        for (scope, label) in for_each_scopes(each, input, vars)? {
+            let violations = run_check(&v.check, &v.paths, input, &scope, locals.as_ref())?;
+            if !violations.is_empty() {
+                let message = violation_message(v, &scope, violations, locals.as_ref());
+                parts.push(format!("{label}: {message}"));
+            }
+        }
+        Ok((!parts.is_empty()).then(|| parts.join("; ")))
     })();
     let message = match outcome {
         Ok(None) => return,
-        Ok(Some((violations, locals))) => {
-            let custom = match &v.message_expression {
-                Some(prog) => match vars.eval(prog, None, locals.as_ref()) {
-                    Ok(Value::String(s)) => Some(s),
-                    Ok(other) => Some(format!(
-                        "{} (messageExpression gave {})",
-                        violations.join("; "),
-                        type_name(&other)
-                    )),
-                    Err(e) => Some(format!(
-                        "{} (messageExpression failed: {e})",
-                        violations.join("; ")
-                    )),
-                },
-                None => v.message.clone(),
-            };
-            custom.unwrap_or_else(|| violations.join("; "))
-        }
+        Ok(Some(message)) => message,
         // A rule that cannot be evaluated fails closed.
         Err(e) => format!("failed to evaluate the rule: {e}"),
     };
@@ -696,6 +860,73 @@ fn validate(v: &ValidationIr, input: &AdmissionInput, vars: &Vars, verdict: &mut
         Action::Deny => verdict.denials.push(finding),
         Action::Warn => verdict.warnings.push(finding),
         Action::Audit => verdict.audits.push(finding),
+    }
+}
+
+/// The elements of a `forEach` that meet its `when`, each with the scope its
+/// rule runs in and how a message names it (`spec.containers[1] (name: sidecar)`).
+fn for_each_scopes(
+    each: &ForEachIr,
+    input: &AdmissionInput,
+    vars: &Vars,
+) -> Result<Vec<(Vars, String)>, String> {
+    let null = Value::Null;
+    let object = subject(input).unwrap_or(&null);
+    let mut out = Vec::new();
+    for list in &each.lists {
+        for (p, element) in rebased(std::slice::from_ref(list), &vars.base)[0].select(object) {
+            let index = match p.segments().last() {
+                Some(Segment::Index(i)) => Value::from(*i),
+                Some(Segment::Key(k)) => Value::String(k.clone()),
+                _ => Value::Null,
+            };
+            let mut scope = vars.clone();
+            scope.base = p.clone();
+            scope.element = Some((element.clone(), index));
+            if let Some(when) = &each.when
+                && !condition_holds(when, input, &scope)?
+            {
+                continue;
+            }
+            let mut label = vars.shown_at.join(&p).to_string();
+            if let Some(name) = element.get("name").and_then(Value::as_str) {
+                label.push_str(&format!(" (name: {name})"));
+            }
+            out.push((scope, label));
+        }
+    }
+    Ok(out)
+}
+
+/// The message of a failing rule: its own, or the violations.
+fn violation_message(
+    v: &ValidationIr,
+    vars: &Vars,
+    violations: Vec<String>,
+    locals: Option<&Value>,
+) -> String {
+    let custom = match &v.message_expression {
+        Some(prog) => match vars.eval(prog, None, locals) {
+            Ok(Value::String(s)) => Some(s),
+            Ok(other) => Some(format!(
+                "{} (messageExpression gave {})",
+                violations.join("; "),
+                type_name(&other)
+            )),
+            Err(e) => Some(format!(
+                "{} (messageExpression failed: {e})",
+                violations.join("; ")
+            )),
+        },
+        None => v.message.clone(),
+    };
+    match custom {
+        // A rule's own message on a controller says where the pod template is.
+        Some(message) if !vars.shown_at.is_root() => {
+            format!("{message} (pod template at `{}`)", vars.shown_at)
+        }
+        Some(message) => message,
+        None => violations.join("; "),
     }
 }
 
@@ -722,67 +953,67 @@ fn mutate(
             object: Some(current.clone()),
             ..input.clone()
         };
-        // A mutation written against another version of a declared
-        // resource changes the object there; the result is converted back.
-        let (view, back_to) = match versions::target(ir, &m.matcher, &here) {
+        let before = current.clone();
+        let warn = |verdict: &mut Verdict, message: String| {
+            verdict.warnings.push(Finding {
+                rule: m.name.clone(),
+                message,
+            })
+        };
+        match versions::target(ir, &m.matcher, &here) {
             Target::NotMatched => continue,
-            Target::AsIs => (here, None),
-            Target::Convert(version) => match versions::view_at(ir, &here, version) {
-                Ok(view) => (view, Some(input.version.as_str())),
-                Err(e) => {
-                    if m.matcher.operations.contains(&input.operation) {
-                        verdict.warnings.push(Finding {
-                            rule: m.name.clone(),
-                            message: format!("skipped: {e}"),
-                        });
+            // A mutation written against another version of a declared
+            // resource changes the object there; the result is converted back.
+            Target::Convert(version) => {
+                let view = match versions::view_at(ir, &here, version) {
+                    Ok(view) => view,
+                    Err(e) => {
+                        if m.matcher.operations.contains(&input.operation) {
+                            warn(verdict, format!("skipped: {e}"));
+                        }
+                        continue;
                     }
-                    continue;
-                }
-            },
-        };
-        let vars = Vars::new(adm, &view);
-        match matches(&m.matcher, &view, Some(&vars)) {
-            Ok(true) => verdict.matched.push(m.name.clone()),
-            Ok(false) => continue,
-            Err(e) => {
-                verdict.warnings.push(Finding {
-                    rule: m.name.clone(),
-                    message: format!("skipped: its match failed to evaluate: {e}"),
-                });
-                continue;
-            }
-        }
-        let Some(mut changed) = view.object.clone() else {
-            continue;
-        };
-        let before = changed.clone();
-        for op in &m.ops {
-            if let Err(e) = apply(op, &mut changed) {
-                verdict.warnings.push(Finding {
-                    rule: m.name.clone(),
-                    message: format!("skipped: {e}"),
-                });
-            }
-        }
-        if changed == before {
-            continue;
-        }
-        if let Some(version) = back_to {
-            match versions::convert_object(ir, &changed, &input.group, version) {
-                Ok(back) => changed = back,
-                Err(e) => {
-                    verdict.warnings.push(Finding {
-                        rule: m.name.clone(),
-                        message: format!(
-                            "skipped: failed to convert the mutated object back to {version}: {e}"
+                };
+                let vars = Vars::new(adm, &view);
+                let mut changed = view.object.clone().unwrap_or(Value::Null);
+                let unchanged = changed.clone();
+                run_mutation(m, &view, &vars, &mut changed, verdict, false);
+                if changed != unchanged {
+                    match versions::convert_object(ir, &changed, &input.group, &input.version) {
+                        Ok(back) => current = back,
+                        Err(e) => warn(
+                            verdict,
+                            format!(
+                                "skipped: failed to convert the mutated object back to {}: {e}",
+                                input.version
+                            ),
                         ),
-                    });
-                    continue;
+                    }
+                }
+            }
+            Target::AsIs => {
+                let vars = Vars::new(adm, &here);
+                if m.matcher
+                    .resources
+                    .iter()
+                    .any(|r| r.matches(&input.group, &input.version, &input.resource))
+                {
+                    run_mutation(m, &here, &vars, &mut current, verdict, false);
+                } else if autogen::applies(&m.matcher, input)
+                    && let Some(pod) = autogen::pod_view(&here)
+                {
+                    // Autogen: mutate the pod view, then write it back into the template.
+                    let mut vars = Vars::new(adm, &pod.input);
+                    vars.shown_at = pod.template.clone();
+                    let mut pod_object = pod.input.object.clone().unwrap_or(Value::Null);
+                    run_mutation(m, &pod.input, &vars, &mut pod_object, verdict, true);
+                    if let Err(e) = autogen::write_back(&pod_object, &mut current, &pod.template) {
+                        warn(verdict, format!("skipped: {e}"));
+                    }
                 }
             }
         }
-        if changed != current {
-            current = changed;
+        if current != before {
             verdict.mutations.push(m.name.clone());
         }
     }
@@ -798,8 +1029,125 @@ fn mutate(
     }
 }
 
+/// One mutation on `obj` (the object `input` carries, or its pod view).
+fn run_mutation(
+    m: &MutationIr,
+    input: &AdmissionInput,
+    vars: &Vars,
+    obj: &mut Value,
+    verdict: &mut Verdict,
+    pod_view: bool,
+) {
+    let matched = if pod_view {
+        matches_scope(&m.matcher, input, Some(vars))
+    } else {
+        matches(&m.matcher, input, Some(vars))
+    };
+    match matched {
+        Ok(true) => verdict.matched.push(m.name.clone()),
+        Ok(false) => return,
+        Err(e) => {
+            verdict.warnings.push(Finding {
+                rule: m.name.clone(),
+                message: format!("skipped: its match failed to evaluate: {e}"),
+            });
+            return;
+        }
+    }
+    let mut warn = |e: String| {
+        verdict.warnings.push(Finding {
+            rule: m.name.clone(),
+            message: format!("skipped: {e}"),
+        })
+    };
+    let Some(each) = &m.for_each else {
+        for op in &m.ops {
+            if let Err(e) = computed(op, vars).and_then(|op| apply(&op, obj)) {
+                warn(e);
+            }
+        }
+        return;
+    };
+    let scopes = match for_each_scopes(each, input, vars) {
+        Ok(s) => s,
+        Err(e) => return warn(format!("its forEach failed to evaluate: {e}")),
+    };
+    for (scope, label) in scopes {
+        for op in &m.ops {
+            if let Err(e) =
+                computed(&op.rebased(&scope.base), &scope).and_then(|op| apply(&op, obj))
+            {
+                warn(format!("{label}: {e}"));
+            }
+        }
+    }
+}
+
+/// The op with its `valueExpression` evaluated.
+fn computed<'o>(
+    op: &'o MutationOp,
+    vars: &Vars,
+) -> Result<std::borrow::Cow<'o, MutationOp>, String> {
+    match op {
+        MutationOp::Computed { op, expression } => {
+            let value = vars
+                .eval(expression, None, None)
+                .map_err(|e| format!("valueExpression `{}` failed: {e}", expression.source()))?;
+            Ok(std::borrow::Cow::Owned(op.with_value(value)))
+        }
+        other => Ok(std::borrow::Cow::Borrowed(other)),
+    }
+}
+
+/// Fill the fields of `target` that are absent from `overlay`, recursively
+/// through objects; a present value (even `null`) is kept.
+fn fill_defaults(target: &mut Value, overlay: &Value) {
+    let (Value::Object(t), Value::Object(o)) = (target, overlay) else {
+        return;
+    };
+    for (k, v) in o {
+        match t.get_mut(k) {
+            None => {
+                t.insert(k.clone(), v.clone());
+            }
+            Some(existing) => fill_defaults(existing, v),
+        }
+    }
+}
+
 fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
     match op {
+        MutationOp::Computed { .. } => Err("the value was not computed".into()),
+        MutationOp::JsonPatch(patch) => {
+            let mut patched = obj.clone();
+            match json_patch::patch_unsafe(&mut patched, &patch.0) {
+                Ok(()) => {
+                    *obj = patched;
+                    Ok(())
+                }
+                // A failing `test` is a guard: the patch does not apply here.
+                Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => Ok(()),
+                Err(e) => Err(format!(
+                    "jsonPatch operation {} failed at `{}`: {}",
+                    e.operation, e.path, e.kind
+                )),
+            }
+        }
+        MutationOp::MergePatch { at, patch } => match get_mut(obj, at) {
+            Some(target) => {
+                json_patch::merge(target, patch);
+                Ok(())
+            }
+            None => Err(format!("`{at}` is not there to merge into")),
+        },
+        MutationOp::Defaults { at, overlay } => match get_mut(obj, at) {
+            Some(target) if target.is_object() => {
+                fill_defaults(target, overlay);
+                Ok(())
+            }
+            Some(other) => Err(format!("`{at}` is {}, not an object", type_name(other))),
+            None => Err(format!("`{at}` is not there to fill")),
+        },
         MutationOp::Default { path, value } => set_each(path, obj, value, false),
         MutationOp::Set { path, value } => set_each(path, obj, value, true),
         MutationOp::Remove { path } => {

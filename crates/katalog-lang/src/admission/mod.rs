@@ -4,10 +4,12 @@
 //! checked IR below, `eval` evaluates it for one request (pure: values in,
 //! verdict out), `review` speaks the AdmissionReview protocol.
 
+pub mod autogen;
 pub mod compile;
 pub mod eval;
 pub mod known;
 pub mod review;
+pub mod types;
 pub(crate) mod versions;
 pub mod webhooks;
 
@@ -17,8 +19,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::cel::CelProgram;
-use crate::document::{Action, Operation, SelectorOperator};
-use crate::path::Path;
+use crate::document::{Action, Operation, Quantifier, SelectorOperator};
+use crate::path::{Path, Segment};
 
 pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
 
@@ -112,6 +114,48 @@ pub struct MatchIr {
     pub groups_include: Vec<String>,
     pub groups_exclude: Vec<String>,
     pub condition: Option<ConditionIr>,
+    /// Pod controllers (and where their pod template lives) that a rule on
+    /// `v1/pods` also applies to, on a pod view of the template; empty for
+    /// other rules. Not part of `resources`: the rule never sees the raw
+    /// controller object.
+    pub pod_controllers: Vec<(ResourcePattern, Path)>,
+}
+
+impl MatchIr {
+    /// Every resource the webhook must be registered for: `resources` and
+    /// the pod controllers.
+    pub fn registered_resources(&self) -> Vec<ResourcePattern> {
+        let mut out = self.resources.clone();
+        out.extend(self.pod_controllers.iter().map(|(r, _)| r.clone()));
+        out
+    }
+
+    /// The operations on pod controllers: the rule's own, plus UPDATE when
+    /// it has CREATE (a Pod's spec is fixed once created, a template is not).
+    pub fn pod_controller_operations(&self) -> BTreeSet<Operation> {
+        let mut ops = self.operations.clone();
+        if ops.contains(&Operation::Create) {
+            ops.insert(Operation::Update);
+        }
+        ops
+    }
+
+    /// `(resource, operations)` pairs to register: `resources` with
+    /// `operations`, the pod controllers with [`Self::pod_controller_operations`].
+    pub fn registered_rules(&self) -> Vec<(ResourcePattern, BTreeSet<Operation>)> {
+        let mut out: Vec<_> = self
+            .resources
+            .iter()
+            .map(|r| (r.clone(), self.operations.clone()))
+            .collect();
+        let ops = self.pod_controller_operations();
+        out.extend(
+            self.pod_controllers
+                .iter()
+                .map(|(r, _)| (r.clone(), ops.clone())),
+        );
+        out
+    }
 }
 
 #[derive(Debug)]
@@ -144,6 +188,16 @@ pub struct CheckIr {
     pub immutable: bool,
     pub unique: bool,
     pub cel: Option<CelProgram>,
+    /// How the elements of a `[*]` path must pass.
+    pub quantifier: Quantifier,
+}
+
+/// `forEach`: the list, and which of its elements the rule applies to.
+#[derive(Debug)]
+pub struct ForEachIr {
+    /// The lists, each ending with `[*]` (several with `allContainers`).
+    pub lists: Vec<Path>,
+    pub when: Option<ConditionIr>,
 }
 
 #[derive(Debug)]
@@ -158,11 +212,13 @@ pub struct ValidationIr {
     pub paths: Vec<Path>,
     pub check: CheckIr,
     pub variables: Vec<(String, CelProgram)>,
+    /// With `forEach`, `paths` are relative to each element.
+    pub for_each: Option<ForEachIr>,
     /// Where the rule was written.
     pub origin: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum MutationOp {
     Default {
         path: Path,
@@ -184,6 +240,91 @@ pub enum MutationOp {
         add: Vec<(String, String)>,
         remove: Vec<String>,
     },
+    /// `op` (a `Default`, `Set` or `Append`) with its value computed by CEL
+    /// for each request.
+    Computed {
+        op: Box<MutationOp>,
+        expression: CelProgram,
+    },
+    /// RFC 6902 operations, applied at the object's root.
+    JsonPatch(json_patch::Patch),
+    /// RFC 7386 merge patch, applied at `at`.
+    MergePatch {
+        at: Path,
+        patch: Value,
+    },
+    /// Fill the absent fields under `at` from `overlay`, recursively.
+    Defaults {
+        at: Path,
+        overlay: Value,
+    },
+}
+
+impl MutationOp {
+    /// The op with its path below `base` (a `forEach` element).
+    pub fn rebased(&self, base: &Path) -> MutationOp {
+        let mut op = self.clone();
+        match &mut op {
+            MutationOp::Default { path, .. }
+            | MutationOp::Set { path, .. }
+            | MutationOp::Remove { path }
+            | MutationOp::Append { path, .. } => *path = base.join(path),
+            MutationOp::MergePatch { at, .. } | MutationOp::Defaults { at, .. } => {
+                *at = base.join(at)
+            }
+            MutationOp::Computed { op, .. } => **op = op.rebased(base),
+            MutationOp::Metadata { .. } | MutationOp::JsonPatch(_) => {}
+        }
+        op
+    }
+
+    /// The op with the value CEL computed.
+    pub fn with_value(&self, new: Value) -> MutationOp {
+        let mut op = self.clone();
+        match &mut op {
+            MutationOp::Default { value, .. }
+            | MutationOp::Set { value, .. }
+            | MutationOp::Append { value, .. } => *value = new,
+            _ => {}
+        }
+        op
+    }
+
+    fn writes(&self, out: &mut Vec<Path>) {
+        match self {
+            MutationOp::Default { path, .. }
+            | MutationOp::Set { path, .. }
+            | MutationOp::Remove { path }
+            | MutationOp::Append { path, .. } => out.push(path.clone()),
+            MutationOp::Metadata { field, .. } => {
+                out.push(Path::root().child("metadata").child(*field))
+            }
+            MutationOp::Computed { op, .. } => op.writes(out),
+            MutationOp::JsonPatch(patch) => out.extend(patch.0.iter().map(|op| {
+                let pointer = match op {
+                    json_patch::PatchOperation::Add(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Remove(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Move(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Copy(o) => o.path.to_string(),
+                    json_patch::PatchOperation::Test(o) => o.path.to_string(),
+                };
+                Path::from_segments(
+                    pointer
+                        .split('/')
+                        .skip(1)
+                        .map(|k| Segment::Key(k.replace("~1", "/").replace("~0", "~")))
+                        .collect(),
+                )
+            })),
+            MutationOp::MergePatch { at, patch: v } | MutationOp::Defaults { at, overlay: v } => {
+                match v.as_object() {
+                    Some(m) => out.extend(m.keys().map(|k| at.child(k.clone()))),
+                    None => out.push(at.clone()),
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -191,22 +332,19 @@ pub struct MutationIr {
     pub name: String,
     pub matcher: MatchIr,
     pub ops: Vec<MutationOp>,
+    /// With `forEach`, the ops' paths are relative to each element.
+    pub for_each: Option<ForEachIr>,
     pub origin: String,
 }
 
 impl MutationIr {
     /// The paths this mutation writes (for analysis and the fast path).
     pub fn writes(&self) -> Vec<Path> {
-        self.ops
-            .iter()
-            .map(|op| match op {
-                MutationOp::Default { path, .. }
-                | MutationOp::Set { path, .. }
-                | MutationOp::Remove { path }
-                | MutationOp::Append { path, .. } => path.clone(),
-                MutationOp::Metadata { field, .. } => Path::root().child("metadata").child(*field),
-            })
-            .collect()
+        let mut out = Vec::new();
+        for op in &self.ops {
+            op.writes(&mut out);
+        }
+        out
     }
 }
 

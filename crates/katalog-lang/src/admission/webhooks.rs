@@ -76,14 +76,23 @@ fn on_declared(ir: &Ir, r: &ResourcePattern) -> bool {
     })
 }
 
-/// What one rule registers.
+/// What one rule registers: its resources, and the pod controllers a Pod
+/// rule also applies to (autogen; their templates change on UPDATE too).
 fn registered(ir: &Ir, m: &MatchIr) -> Vec<WebhookRule> {
-    let ops: Vec<String> = m
-        .operations
-        .iter()
-        .map(|o| o.as_str().to_string())
-        .collect();
+    let names = |ops: &BTreeSet<crate::document::Operation>| -> Vec<String> {
+        ops.iter().map(|o| o.as_str().to_string()).collect()
+    };
+    let ops = names(&m.operations);
     let mut out = BTreeSet::new();
+    let controller_ops = names(&m.pod_controller_operations());
+    for (r, _) in &m.pod_controllers {
+        out.insert(WebhookRule {
+            group: part(&r.group),
+            version: part(&r.version),
+            resource: part(&r.resource),
+            operations: controller_ops.clone(),
+        });
+    }
     for r in &m.resources {
         let version = if on_declared(ir, r) {
             "*".to_string()
@@ -327,6 +336,22 @@ spec:
                 .map(|r| r.version.as_str())
                 .collect();
             assert!(hpa.len() <= 1, "{hpa:?} in {}", g.name());
+        }
+        // A Pod rule also registers the pod controllers (autogen), with UPDATE.
+        for (group, resource) in [
+            ("apps", "deployments"),
+            ("apps", "statefulsets"),
+            ("apps", "daemonsets"),
+            ("apps", "replicasets"),
+            ("", "replicationcontrollers"),
+            ("batch", "jobs"),
+            ("batch", "cronjobs"),
+        ] {
+            let r = first
+                .iter()
+                .find(|r| r.group == group && r.resource == resource)
+                .unwrap_or_else(|| panic!("{group}/{resource} in {first:?}"));
+            assert_eq!(r.operations, ["CREATE", "UPDATE"], "{r:?}");
         }
         // The selector stays with its rule.
         assert!(groups[2].namespace_selector.is_some());

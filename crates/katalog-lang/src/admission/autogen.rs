@@ -1,0 +1,288 @@
+//! Autogen: a rule written for Pods also applies to the pod templates of the
+//! workload controllers, without being copied.
+//!
+//! The rule is evaluated on a *pod view* of the controller object:
+//! `{apiVersion: v1, kind: Pod, metadata: <template.metadata + the
+//! controller's namespace>, spec: <template.spec>}` (the same for
+//! `oldObject`). The view's `metadata` and `spec` sit at
+//! `<template>.metadata` and `<template>.spec` of the real object, so a path
+//! in the view maps back by prefixing the template path; mutations write the
+//! view's `metadata` and `spec` back into the template.
+
+use serde_json::{Map, Value};
+
+use super::eval::AdmissionInput;
+use super::{MatchIr, ResourcePattern};
+use crate::document::PodControllers;
+use crate::path::Path;
+
+/// `(kind, group, version, resource, template path)` of every pod controller.
+pub const CONTROLLERS: [(&str, &str, &str, &str, &str); 7] = [
+    ("Deployment", "apps", "v1", "deployments", "spec.template"),
+    ("StatefulSet", "apps", "v1", "statefulsets", "spec.template"),
+    ("DaemonSet", "apps", "v1", "daemonsets", "spec.template"),
+    ("ReplicaSet", "apps", "v1", "replicasets", "spec.template"),
+    (
+        "ReplicationController",
+        "",
+        "v1",
+        "replicationcontrollers",
+        "spec.template",
+    ),
+    ("Job", "batch", "v1", "jobs", "spec.template"),
+    (
+        "CronJob",
+        "batch",
+        "v1",
+        "cronjobs",
+        "spec.jobTemplate.spec.template",
+    ),
+];
+
+fn template_path(text: &str) -> Path {
+    Path::parse(text).unwrap_or_default()
+}
+
+/// True when the patterns name Pods themselves (`v1/pods`, `*/pods`, ...).
+fn names_pods(resources: &[ResourcePattern]) -> bool {
+    resources.iter().any(|r| {
+        r.resource.as_deref() == Some("pods") && r.group.as_deref().is_none_or(str::is_empty)
+    })
+}
+
+/// The controllers a rule applies to: none unless it matches the Pod main
+/// resource; `setting` limits them; a controller the rule names itself is
+/// left to the rule (it sees the raw object there). `Err` names an unknown kind.
+pub fn controllers_for(
+    resources: &[ResourcePattern],
+    subresources: &[String],
+    setting: Option<&PodControllers>,
+) -> Result<Vec<(ResourcePattern, Path)>, String> {
+    let wanted: Option<Vec<String>> = match setting {
+        None | Some(PodControllers::Enabled(true)) => None,
+        Some(PodControllers::Enabled(false)) => return Ok(vec![]),
+        Some(PodControllers::Kinds(kinds)) => {
+            for k in kinds {
+                if !CONTROLLERS.iter().any(|(kind, ..)| kind == k) {
+                    let known: Vec<&str> = CONTROLLERS.iter().map(|(k, ..)| *k).collect();
+                    return Err(format!(
+                        "`{k}` is not a pod controller kind; use {}",
+                        known.join(", ")
+                    ));
+                }
+            }
+            Some(kinds.clone())
+        }
+    };
+    // Only a rule on the Pod itself (no subresource, or `""` among them)
+    // applies to pod templates.
+    let main_resource = subresources.is_empty() || subresources.iter().any(String::is_empty);
+    if !names_pods(resources) || !main_resource {
+        return Ok(vec![]);
+    }
+    Ok(CONTROLLERS
+        .iter()
+        .filter(|(kind, ..)| wanted.as_ref().is_none_or(|w| w.iter().any(|k| k == kind)))
+        .filter(|(_, g, v, r, _)| !resources.iter().any(|p| p.matches(g, v, r)))
+        .map(|(_, g, v, r, t)| {
+            (
+                ResourcePattern {
+                    group: Some(g.to_string()),
+                    version: Some(v.to_string()),
+                    resource: Some(r.to_string()),
+                },
+                template_path(t),
+            )
+        })
+        .collect())
+}
+
+/// A request on a pod controller, seen as a request on a Pod.
+#[derive(Clone, Debug)]
+pub struct PodView {
+    /// `v1/pods`, the real operation, the pod views as object and oldObject.
+    pub input: AdmissionInput,
+    /// Where the pod template lives in the real object.
+    pub template: Path,
+}
+
+/// The pod view of a request on a pod controller's main resource.
+pub fn pod_view(input: &AdmissionInput) -> Option<PodView> {
+    if !input.subresource.is_empty() {
+        return None;
+    }
+    let (.., t) = CONTROLLERS
+        .iter()
+        .find(|(_, g, v, r, _)| *g == input.group && *v == input.version && *r == input.resource)?;
+    let template = template_path(t);
+    let view = |obj: &Option<Value>| obj.as_ref().map(|o| view_of(o, &template, input));
+    Some(PodView {
+        input: AdmissionInput {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            kind: "Pod".into(),
+            object: view(&input.object),
+            old_object: view(&input.old_object),
+            ..input.clone()
+        },
+        template,
+    })
+}
+
+fn view_of(obj: &Value, template: &Path, input: &AdmissionInput) -> Value {
+    let t = template.get(obj);
+    let mut metadata = t
+        .and_then(|t| t.get("metadata"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let namespace = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or(&input.namespace);
+    if !namespace.is_empty() && !metadata.contains_key("namespace") {
+        metadata.insert("namespace".into(), Value::String(namespace.into()));
+    }
+    let mut pod = Map::new();
+    pod.insert("apiVersion".into(), Value::String("v1".into()));
+    pod.insert("kind".into(), Value::String("Pod".into()));
+    pod.insert("metadata".into(), Value::Object(metadata));
+    if let Some(spec) = t.and_then(|t| t.get("spec")) {
+        pod.insert("spec".into(), spec.clone());
+    }
+    Value::Object(pod)
+}
+
+/// True when the rule applies to this controller request (its operation and
+/// resource); the rest of the match is evaluated on the pod view.
+pub fn applies(m: &MatchIr, input: &AdmissionInput) -> bool {
+    input.subresource.is_empty()
+        && m.pod_controller_operations().contains(&input.operation)
+        && m.pod_controllers
+            .iter()
+            .any(|(r, _)| r.matches(&input.group, &input.version, &input.resource))
+}
+
+/// Write a mutated pod view back into the controller object: its `metadata`
+/// (without the namespace the view added) and `spec` go to the template.
+pub fn write_back(view: &Value, real: &mut Value, template: &Path) -> Result<(), String> {
+    let had_namespace = template
+        .child("metadata")
+        .child("namespace")
+        .get(real)
+        .is_some();
+    let had_metadata = template.child("metadata").get(real).is_some();
+    if let Some(Value::Object(meta)) = view.get("metadata") {
+        let mut meta = meta.clone();
+        if !had_namespace {
+            meta.shift_remove("namespace");
+        }
+        if had_metadata || !meta.is_empty() {
+            template.child("metadata").set(real, Value::Object(meta))?;
+        }
+    }
+    if let Some(spec) = view.get("spec") {
+        template.child("spec").set(real, spec.clone())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Source;
+    use crate::document::Operation;
+
+    fn matchers(rules: &str) -> Vec<crate::admission::MatchIr> {
+        let text = format!(
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {{name: t}}\nspec:\n  admission:\n    validations:\n{rules}"
+        );
+        let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+        ir.admission
+            .validations
+            .into_iter()
+            .map(|v| v.matcher)
+            .collect()
+    }
+
+    fn resources(m: &crate::admission::MatchIr) -> Vec<String> {
+        m.registered_resources()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}/{}",
+                    r.group.as_deref().unwrap_or("*"),
+                    r.version.as_deref().unwrap_or("*"),
+                    r.resource.as_deref().unwrap_or("*")
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_rule_registers_every_controller_with_update_added_to_create() {
+        let m = matchers(
+            "      - {name: a, resources: [v1/pods], match: {operations: [CREATE]}, path: spec.hostPID, check: {equals: false}}\n",
+        );
+        assert_eq!(
+            resources(&m[0]),
+            [
+                "/v1/pods",
+                "apps/v1/deployments",
+                "apps/v1/statefulsets",
+                "apps/v1/daemonsets",
+                "apps/v1/replicasets",
+                "/v1/replicationcontrollers",
+                "batch/v1/jobs",
+                "batch/v1/cronjobs"
+            ]
+        );
+        let rules = m[0].registered_rules();
+        assert_eq!(
+            rules[0].1.iter().copied().collect::<Vec<_>>(),
+            [Operation::Create]
+        );
+        assert_eq!(
+            rules[1].1.iter().copied().collect::<Vec<_>>(),
+            [Operation::Create, Operation::Update]
+        );
+        assert_eq!(
+            m[0].resources.len(),
+            1,
+            "controllers stay out of `resources`"
+        );
+    }
+
+    #[test]
+    fn opt_outs_subresources_and_other_resources_register_no_controller() {
+        let m = matchers(concat!(
+            "      - {name: a, resources: [v1/pods], podControllers: false, path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: b, resources: [v1/pods], podControllers: [CronJob], path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: c, resources: [v1/pods], match: {subresources: [ephemeralcontainers]}, path: spec.hostPID, check: {equals: false}}\n",
+            "      - {name: d, resources: [v1/services], path: spec.type, check: {equals: ClusterIP}}\n",
+            "      - {name: e, resources: [v1/pods, apps/v1/deployments], path: spec.hostPID, check: {equals: false}}\n",
+        ));
+        assert_eq!(resources(&m[0]), ["/v1/pods"]);
+        assert_eq!(resources(&m[1]), ["/v1/pods", "batch/v1/cronjobs"]);
+        assert_eq!(resources(&m[2]), ["/v1/pods"]);
+        assert_eq!(resources(&m[3]), ["/v1/services"]);
+        // A controller the rule names itself sees the raw object, not a view.
+        assert_eq!(m[4].pod_controllers.len(), 6);
+        let all = resources(&m[4]);
+        assert_eq!(
+            all.iter().filter(|r| *r == "apps/v1/deployments").count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_unknown_controller_kind_is_an_error() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  admission:\n    validations:\n      - {name: a, resources: [v1/pods], podControllers: [Deploymnet], path: spec.hostPID, check: {equals: false}}\n";
+        let err = crate::compile_sources(&[Source::new("t.yaml", text)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`Deploymnet` is not a pod controller kind"),
+            "{err}"
+        );
+    }
+}
