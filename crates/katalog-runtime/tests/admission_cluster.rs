@@ -274,7 +274,8 @@ fn pod(ns: &str, name: &str) -> Value {
 }
 
 #[test]
-fn with_the_engine_down_pods_in_kube_system_can_still_be_created() {
+fn pod_rules_hold_for_controllers_and_with_the_engine_down_pods_in_kube_system_can_still_be_created()
+ {
     let t = "lockout";
     let env = start_env(t);
     let dir = Scratch::new("lockout");
@@ -314,6 +315,48 @@ spec:
     // Up: the rule applies outside kube-system only.
     ok(create(&env, &pod("kube-system", "up")));
     denied_by(&fails(create(&env, &pod("default", "up"))), "approved");
+    // The Pod rule also holds for the pod template of a Deployment and a
+    // CronJob (autogen): the generated webhook registers them too.
+    let template = |labels: Value, restart: &str| {
+        json!({
+            "metadata": {"labels": labels},
+            "spec": {
+                "restartPolicy": restart,
+                "containers": [{"name": "app", "image": "registry.example.com/app:1"}],
+            },
+        })
+    };
+    let deployment = |name: &str, labels: Value| {
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": template(labels, "Always"),
+            },
+        })
+    };
+    let stderr = fails(create(&env, &deployment("web", json!({"app": "web"}))));
+    denied_by(&stderr, "approved");
+    assert!(
+        stderr.contains("spec.template.metadata.labels.approved"),
+        "the message names the real path: {stderr}"
+    );
+    ok(create(
+        &env,
+        &deployment("web", json!({"app": "web", "approved": "yes"})),
+    ));
+    let cronjob = json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "jobTemplate": {"spec": {"template": template(json!({"app": "nightly"}), "Never")}},
+        },
+    });
+    denied_by(&fails(create(&env, &cronjob)), "approved");
 
     // Down: failurePolicy Fail refuses everywhere the webhook applies, but
     // kube-system is left out of it, so the cluster can recover.
