@@ -400,44 +400,82 @@ impl Ir {
         for (name, prog) in &a.variables {
             writeln!(f, "variable {name} = `{}`", prog.source())?;
         }
+        // As written: `v1/pods` for the core group.
+        let pattern = |r: &crate::admission::ResourcePattern| {
+            let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "*".into());
+            match r.group.as_deref() {
+                Some("") => format!("{}/{}", part(&r.version), part(&r.resource)),
+                _ => format!(
+                    "{}/{}/{}",
+                    part(&r.group),
+                    part(&r.version),
+                    part(&r.resource)
+                ),
+            }
+        };
         let resources = |m: &crate::admission::MatchIr| {
             m.resources
                 .iter()
-                .map(|r| {
-                    let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "*".into());
-                    format!(
-                        "{}/{}/{}",
-                        part(&r.group),
-                        part(&r.version),
-                        part(&r.resource)
-                    )
-                })
+                .map(pattern)
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        // Where else a rule applies: declared resources at the version it is
+        // written against, pod templates of controllers (autogen).
+        let extra = |m: &crate::admission::MatchIr| {
+            let mut out = String::new();
+            for t in &m.declared {
+                out.push_str(&format!(
+                    "\n    at version {} of {}/{} (other versions converted)",
+                    t.version, t.group, t.plural
+                ));
+            }
+            for (r, template) in &m.pod_controllers {
+                out.push_str(&format!(
+                    "\n    also the pod template of {} at {template}",
+                    pattern(r)
+                ));
+            }
+            out
+        };
+        let rules = !a.validations.is_empty() || !a.mutations.is_empty();
+        if rules && !a.excluded_namespaces.is_empty() {
+            writeln!(
+                f,
+                "excluded namespaces [{}]{}",
+                a.excluded_namespaces.join(", "),
+                if a.exclude_engine_namespace {
+                    " and the engine's own"
+                } else {
+                    ""
+                }
+            )?;
+        }
         for v in &a.validations {
             let ops: Vec<&str> = v.matcher.operations.iter().map(|o| o.as_str()).collect();
             let paths: Vec<String> = v.paths.iter().map(|p| p.to_string()).collect();
             writeln!(
                 f,
-                "validation {} ({:?}) on [{}] ops [{}] reads [{}] from {}",
+                "validation {} ({:?}) on [{}] ops [{}] reads [{}] from {}{}",
                 v.name,
                 v.action,
                 resources(&v.matcher),
                 ops.join(", "),
                 paths.join(", "),
-                v.origin
+                v.origin,
+                extra(&v.matcher)
             )?;
         }
         for m in &a.mutations {
             let writes: Vec<String> = m.writes().iter().map(|p| p.to_string()).collect();
             writeln!(
                 f,
-                "mutation {} on [{}] writes [{}] from {}",
+                "mutation {} on [{}] writes [{}] from {}{}",
                 m.name,
                 resources(&m.matcher),
                 writes.join(", "),
-                m.origin
+                m.origin,
+                extra(&m.matcher)
             )?;
         }
         let s = &a.security;
