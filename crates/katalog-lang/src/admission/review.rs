@@ -177,6 +177,18 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
             return Err(format!("`{name}` is not an object"));
         }
     }
+    // The apiserver always sends the object of a CREATE and an UPDATE, and
+    // the old object of an UPDATE: without them no rule could be evaluated.
+    if matches!(operation, Operation::Create | Operation::Update) && object.is_none() {
+        let article = if operation == Operation::Update { "an" } else { "a" };
+        return Err(format!(
+            "{article} {} request has no `object`",
+            operation.as_str()
+        ));
+    }
+    if operation == Operation::Update && old_object.is_none() {
+        return Err("an UPDATE request has no `oldObject`".into());
+    }
     let groups = match request.pointer("/userInfo/groups") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
@@ -355,6 +367,23 @@ spec:
             (
                 json!({"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"}, "object": {}, "userInfo": {"groups": "x"}}),
                 "userInfo.groups is not a list",
+            ),
+            // No rule here uses `exists`: an absent object must still not pass.
+            (
+                json!({"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"}, "object": null}),
+                "a CREATE request has no `object`",
+            ),
+            (
+                json!({"uid": "u", "operation": "CREATE", "resource": {"resource": "pods"}}),
+                "a CREATE request has no `object`",
+            ),
+            (
+                json!({"uid": "u", "operation": "UPDATE", "resource": {"resource": "pods"}, "oldObject": {}}),
+                "an UPDATE request has no `object`",
+            ),
+            (
+                json!({"uid": "u", "operation": "UPDATE", "resource": {"resource": "pods"}, "object": {}}),
+                "an UPDATE request has no `oldObject`",
             ),
         ] {
             let out = review_admission(&ir, &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}), Endpoint::Validate).unwrap();
