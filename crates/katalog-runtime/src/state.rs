@@ -92,7 +92,19 @@ impl State {
     pub fn reload(&self) -> Result<bool, String> {
         let path = &self.config.katalog;
         let result = crate::files::read_katalog(path)
-            .map_err(|d| Failed(d.render()))
+            .map_err(|d| {
+                // An unreadable file (not UTF-8, out of file descriptors) is
+                // reported once too, until what is read or why changes.
+                let message = d.render();
+                let hash = fnv1a(&[b"unreadable", message.as_bytes()]);
+                let mut failed = self.failed_hash.lock().unwrap_or_else(|p| p.into_inner());
+                if failed.as_deref() == Some(hash.as_str()) {
+                    Unchanged
+                } else {
+                    *failed = Some(hash);
+                    Failed(message)
+                }
+            })
             .and_then(|sources| {
                 let parts: Vec<&[u8]> = sources
                     .iter()
@@ -202,5 +214,51 @@ impl State {
             "lastReloadError": self.last_error(),
             "stats": self.stats.snapshot(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(katalog: std::path::PathBuf) -> State {
+        crate::tls::install_crypto_provider();
+        let dev = crate::tls::generate_dev_certificates(&["localhost".into()]).unwrap();
+        let key = crate::tls::certified_key_from_pem(
+            dev.cert_pem.as_bytes(),
+            dev.key_pem.as_bytes(),
+            "cert",
+            "key",
+        )
+        .unwrap();
+        let config = Config::new(katalog, "unused.crt".into(), "unused.key".into());
+        State::new(config, Arc::new(ReloadingCert::new(key)))
+    }
+
+    #[test]
+    fn an_unreadable_katalog_is_reported_once_until_it_changes() {
+        let dir = std::env::temp_dir().join(format!("katalog-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("k.yaml");
+        std::fs::write(&file, b"\xff\xfe not UTF-8").unwrap();
+        let state = state(file.clone());
+        let first = state.reload().unwrap_err();
+        assert!(first.contains("failed to read"), "{first}");
+        for _ in 0..3 {
+            assert_eq!(state.reload().unwrap_err(), first);
+        }
+        assert_eq!(state.metrics.reload_failures.get(), 1);
+        // Another reason is reported again; a good Katalog clears it.
+        std::fs::remove_file(&file).unwrap();
+        assert_ne!(state.reload().unwrap_err(), first);
+        assert_eq!(state.metrics.reload_failures.get(), 2);
+        std::fs::write(
+            &file,
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec: {}\n",
+        )
+        .unwrap();
+        assert_eq!(state.reload(), Ok(true));
+        assert_eq!(state.last_error(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

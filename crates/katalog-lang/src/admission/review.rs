@@ -180,7 +180,11 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
     // The apiserver always sends the object of a CREATE and an UPDATE, and
     // the old object of an UPDATE: without them no rule could be evaluated.
     if matches!(operation, Operation::Create | Operation::Update) && object.is_none() {
-        let article = if operation == Operation::Update { "an" } else { "a" };
+        let article = if operation == Operation::Update {
+            "an"
+        } else {
+            "a"
+        };
         return Err(format!(
             "{article} {} request has no `object`",
             operation.as_str()
