@@ -142,18 +142,52 @@ async fn read_body(
         }
         Ok(body.freeze())
     };
-    match tokio::time::timeout(state.config.client_timeout, read).await {
-        Ok(result) => result,
-        Err(_) => Err(error(
-            StatusCode::REQUEST_TIMEOUT,
-            "SlowClient",
-            format!(
-                "the request body did not arrive within {:?}",
-                state.config.client_timeout
-            ),
-            state,
-        )),
+    let outcome = tokio::time::timeout(state.config.client_timeout, read).await;
+    match outcome {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(resp)) => Err(closing(resp, payload)),
+        Err(_) => {
+            let resp = error(
+                StatusCode::REQUEST_TIMEOUT,
+                "SlowClient",
+                format!(
+                    "the request body did not arrive within {:?}",
+                    state.config.client_timeout
+                ),
+                state,
+            );
+            Err(closing(resp, payload))
+        }
     }
+}
+
+/// An answer to a request whose body was not read to its end: the
+/// connection is closed after it. actix keeps a connection open to drain a
+/// chunked body whose payload was dropped, so a client that stalls mid-body
+/// would hold it (and a file descriptor) for good; holding the payload until
+/// the answer is written makes actix close the connection instead (see
+/// `should_close_for_unread_payload` in actix-http's h1 dispatcher).
+fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
+    let status = resp.status();
+    let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+    let body = match actix_web::body::MessageBody::try_into_bytes(resp.into_body()) {
+        Ok(bytes) => bytes,
+        Err(_) => web::Bytes::new(),
+    };
+    // The stream owns the payload until actix drops the body, which is
+    // after it has looked at whether the request payload is still there.
+    let stream = futures_util::StreamExt::map(
+        futures_util::stream::iter([Ok::<_, actix_web::Error>(body)]),
+        move |chunk| {
+            let _held = &payload;
+            chunk
+        },
+    );
+    let mut builder = HttpResponse::build(status);
+    if let Some(ct) = content_type {
+        builder.insert_header((CONTENT_TYPE, ct));
+    }
+    builder.force_close().streaming(stream)
 }
 
 /// Run CPU-heavy evaluation off the event loop, bounded by the request timeout.

@@ -386,6 +386,31 @@ fn bad_requests_get_clear_4xx_and_the_server_keeps_serving() {
     raw.flush().unwrap();
     let r = read_response(&mut BufReader::new(raw)).unwrap();
     assert_eq!(r.status, 408, "{}", r.text());
+    // A stalled chunked body gets 408 too, and its connection is closed
+    // (an open one would hold a file descriptor for good).
+    let mut raw = c.connect().unwrap();
+    write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", body.len()).unwrap();
+    raw.write_all(&body[..body.len() / 2]).unwrap();
+    raw.flush().unwrap();
+    let mut reader = BufReader::new(raw);
+    let r = read_response(&mut reader).unwrap();
+    assert_eq!(r.status, 408, "{}", r.text());
+    reader
+        .get_ref()
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = Vec::new();
+    match std::io::Read::read_to_end(&mut reader, &mut rest) {
+        Ok(_) => {}
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "the connection of a stalled chunked body is still open after 5 s: {e}"
+        ),
+    }
     // Still serving.
     let r = c.post_json("/convert", &body).unwrap();
     assert_eq!(r.status, 200);
