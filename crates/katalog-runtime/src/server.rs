@@ -190,11 +190,19 @@ fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
     builder.force_close().streaming(stream)
 }
 
-/// Run CPU-heavy evaluation off the event loop, bounded by the request timeout.
+/// Run CPU-heavy evaluation off the event loop, bounded by the request
+/// timeout. The evaluation keeps the review counted in flight while it runs,
+/// also after the timeout answered 504.
 async fn off_reactor<T: Send + 'static>(
     state: &State,
+    in_flight: &Arc<InFlight>,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, HttpResponse> {
+    let counted = in_flight.clone();
+    let work = move || {
+        let _counted = counted;
+        work()
+    };
     match tokio::time::timeout(state.config.request_timeout, web::block(work)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(error(
@@ -249,6 +257,9 @@ fn summarize_conversion(review: &Value) -> ConversionSummary {
 }
 
 /// Counts a review as in flight for as long as it lives.
+/// Counts a review in `katalog_reviews_in_flight` until it is answered and
+/// its evaluation has finished (shared with the evaluation, which goes on
+/// after a 504 until it ends).
 struct InFlight(prometheus_client::metrics::gauge::Gauge);
 
 impl InFlight {
@@ -266,7 +277,7 @@ impl Drop for InFlight {
 
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
     let started = Instant::now();
-    let _in_flight = InFlight::new(&state);
+    let in_flight = Arc::new(InFlight::new(&state));
     let Some(loaded) = state.current() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -288,7 +299,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         Err(resp) => return resp,
     };
     let ir = loaded.ir.clone();
-    let outcome = off_reactor(&state, move || {
+    let outcome = off_reactor(&state, &in_flight, move || {
         let value: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("failed to read the ConversionReview: {e}"))?;
         // What the log and metrics need, kept before the review is consumed.
@@ -378,7 +389,7 @@ async fn admission(
     state: web::Data<State>,
 ) -> HttpResponse {
     let started = Instant::now();
-    let _in_flight = InFlight::new(&state);
+    let in_flight = Arc::new(InFlight::new(&state));
     let Some(loaded) = state.current() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -418,7 +429,7 @@ async fn admission(
             None
         }
     });
-    let outcome = off_reactor(&state, move || {
+    let outcome = off_reactor(&state, &in_flight, move || {
         let value: Value = serde_json::from_slice(&body)
             .map_err(|e| format!("failed to read the AdmissionReview: {e}"))?;
         let response = review_admission_only(&ir, &value, endpoint, only.as_deref())

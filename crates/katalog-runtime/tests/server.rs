@@ -670,3 +670,73 @@ fn readiness_waits_for_a_katalog() {
         200
     );
 }
+
+#[test]
+fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
+    let scratch = Scratch::new("slow-katalog");
+    std::fs::write(
+        scratch.path("k.yaml"),
+        r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: slow}
+spec:
+  admission:
+    validations:
+      - name: quadratic
+        resources: [v1/pods]
+        check:
+          cel: "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))"
+"#,
+    )
+    .unwrap();
+    let h = Harness::start("slow", Some(&scratch.path("k.yaml")), |c| {
+        c.request_timeout = Duration::from_millis(200)
+    });
+    let mut c = h.client();
+    let containers: Vec<Value> = (0..600)
+        .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
+        .collect();
+    let review = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "slow", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": containers}}
+        }
+    }))
+    .unwrap();
+    let started = Instant::now();
+    let r = c.post_json("/validate", &review).unwrap();
+    assert_eq!(r.status, 504, "{}", r.text());
+    // The answer is sent; the evaluation goes on and is still counted.
+    let mut probe = h.client();
+    let gauge = |probe: &mut katalog_runtime::client::HttpsClient| {
+        probe
+            .get("/metrics")
+            .unwrap()
+            .text()
+            .lines()
+            .find(|l| l.starts_with("katalog_reviews_in_flight "))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    assert_eq!(gauge(&mut probe), "katalog_reviews_in_flight 1");
+    // ... until it ends (bounded: the quadratic check over 600 containers).
+    let mut ended = false;
+    for _ in 0..1200 {
+        if gauge(&mut probe) == "katalog_reviews_in_flight 0" {
+            ended = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ended, "the evaluation did not end within 120 s");
+    eprintln!(
+        "a timed-out evaluation stayed counted for {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
