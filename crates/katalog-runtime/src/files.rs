@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use katalog_lang::{Diagnostic, Diagnostics, ErrorKind, Source};
+use katalog_lang::load::CrdReference;
+use katalog_lang::{Diagnostic, Diagnostics, ErrorKind, Ir, Source};
 
 fn io_error(path: &Path, e: std::io::Error) -> Diagnostics {
     Diagnostics(vec![
@@ -52,4 +53,22 @@ pub fn read_katalog(path: &Path) -> Result<Vec<Source>, Diagnostics> {
             Ok(Source::new(p.display().to_string(), text))
         })
         .collect()
+}
+
+/// The sources of the CRD a `crd:` key names: the file, or every `.yaml`,
+/// `.yml` and `.json` file of the directory. The error says why, for the
+/// language crate to locate at the key.
+pub fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
+    let path = reference.path();
+    read_katalog(&path).map_err(|d| {
+        d.0.first()
+            .map(|d| d.message.clone())
+            .unwrap_or_else(|| format!("failed to read {}", path.display()))
+    })
+}
+
+/// Compile the sources of a Katalog (from [`read_katalog`]) with the CRDs
+/// its `crd:` keys name, read from disk.
+pub fn compile_katalog(sources: &[Source]) -> Result<Ir, Diagnostics> {
+    katalog_lang::compile_with_crds(sources, read_crd)
 }

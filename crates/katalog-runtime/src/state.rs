@@ -107,7 +107,7 @@ impl State {
                 if failed.as_deref() == Some(hash.as_str()) {
                     return Err(Unchanged);
                 }
-                let ir = katalog_lang::compile_sources(&sources).map_err(|d| {
+                let ir = crate::files::compile_katalog(&sources).map_err(|d| {
                     *failed = Some(hash.clone());
                     Failed(d.render())
                 })?;
