@@ -22,7 +22,7 @@ use crate::ir::{
 };
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
-use crate::schema::{Crd, Lookup, Schemas};
+use crate::schema::{Crd, Schemas};
 use crate::source::{DocPath, Loc};
 
 /// Compile loaded documents into the IR.
@@ -75,7 +75,7 @@ pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Di
         .into_iter()
         .partition(|d| d.severity == crate::error::Severity::Warning);
     let mut diags = Diagnostics(errors);
-    let mut admission = crate::admission::compile::compile(loaded, &resources, &mut diags);
+    let mut admission = crate::admission::compile::compile(loaded, &resources, schemas, &mut diags);
     diags.sort();
     if !diags.is_empty() {
         return Err(diags);
@@ -513,7 +513,12 @@ impl Compiler<'_> {
                     Some(s) => format!("did you mean `{s}`?"),
                     None => format!(
                         "the CRD serves {}",
-                        list_names(crd.versions.iter().filter(|cv| cv.served).map(|cv| &cv.name))
+                        list_names(
+                            crd.versions
+                                .iter()
+                                .filter(|cv| cv.served)
+                                .map(|cv| &cv.name)
+                        )
                     ),
                 };
                 let what = if crd.version(v).is_some() {
@@ -578,48 +583,8 @@ impl Compiler<'_> {
             return;
         };
         let full = base.join(path);
-        match crate::schema::lookup(schema, &full) {
-            Lookup::Found(_) | Lookup::Opaque { .. } => {}
-            Lookup::Missing {
-                at: missing,
-                parent,
-                suggestion,
-            } => {
-                let help = match suggestion {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None if parent.is_root() => {
-                        "the CRD's schema declares no such top-level field".to_string()
-                    }
-                    None => format!("`{parent}` declares no field of that name"),
-                };
-                let what = if missing == full {
-                    String::new()
-                } else {
-                    format!(" (`{missing}` is not declared)")
-                };
-                self.error(
-                    scope.doc,
-                    at,
-                    ErrorKind::Schema,
-                    format!("no such field `{full}` in {version}{what}"),
-                )
-                .help = Some(help);
-            }
-            Lookup::WrongShape {
-                at: wrong,
-                expected,
-                found,
-            } => {
-                let parent = Path::from_segments(wrong.segments()[..wrong.len() - 1].to_vec());
-                self.error(
-                    scope.doc,
-                    at,
-                    ErrorKind::Schema,
-                    format!(
-                        "`{full}` does not fit the schema of {version}: `{parent}` is {found}, not {expected}"
-                    ),
-                );
-            }
+        if let Some((message, help)) = crate::schema::path_problem(schema, &full, version) {
+            self.error(scope.doc, at, ErrorKind::Schema, message).help = Some(help);
         }
     }
 

@@ -132,7 +132,12 @@ impl SchemaNode {
         n.required = m
             .get("required")
             .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         if let Some(Value::Object(props)) = m.get("properties") {
             n.properties = props
@@ -215,26 +220,35 @@ fn add_object_header(n: &mut SchemaNode) {
     // A CRD may only restrict metadata.name and metadata.generateName; the
     // rest is ObjectMeta whatever the schema says.
     meta.opaque = None;
-    for key in ["name", "generateName", "namespace", "uid", "resourceVersion"] {
+    for key in [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+    ] {
         meta.properties
             .entry(key.into())
             .or_insert_with(|| SchemaNode::typed("string"));
     }
     for key in ["creationTimestamp", "deletionTimestamp"] {
-        meta.properties.entry(key.into()).or_insert_with(|| SchemaNode {
-            format: Some("date-time".into()),
-            ..SchemaNode::typed("string")
-        });
+        meta.properties
+            .entry(key.into())
+            .or_insert_with(|| SchemaNode {
+                format: Some("date-time".into()),
+                ..SchemaNode::typed("string")
+            });
     }
     for key in ["generation", "deletionGracePeriodSeconds"] {
-        meta.properties.entry(key.into()).or_insert_with(|| SchemaNode {
-            format: Some("int64".into()),
-            ..SchemaNode::typed("integer")
-        });
+        meta.properties
+            .entry(key.into())
+            .or_insert_with(|| SchemaNode {
+                format: Some("int64".into()),
+                ..SchemaNode::typed("integer")
+            });
     }
     for key in ["labels", "annotations"] {
-        meta.properties
-            .insert(key.into(), SchemaNode::string_map());
+        meta.properties.insert(key.into(), SchemaNode::string_map());
     }
     meta.properties.insert(
         "finalizers".into(),
@@ -302,8 +316,8 @@ pub fn lookup<'s>(root: &'s SchemaNode, path: &Path) -> Lookup<'s> {
                         found: found_type(),
                     };
                 }
-                let suggestion = did_you_mean(k, node.properties.keys().map(String::as_str))
-                    .map(|s| {
+                let suggestion =
+                    did_you_mean(k, node.properties.keys().map(String::as_str)).map(|s| {
                         let mut out = segs.to_vec();
                         out[i] = Segment::Key(s.to_string());
                         Path::from_segments(out)
@@ -338,6 +352,47 @@ pub fn lookup<'s>(root: &'s SchemaNode, path: &Path) -> Lookup<'s> {
         }
     }
     Lookup::Found(node)
+}
+
+/// Why `path` cannot name a place in `schema` (of the version called
+/// `version` in the message), as a message and a help; `None` when it
+/// can (found, or inside an opaque unit).
+pub fn path_problem(schema: &SchemaNode, path: &Path, version: &str) -> Option<(String, String)> {
+    match lookup(schema, path) {
+        Lookup::Found(_) | Lookup::Opaque { .. } => None,
+        Lookup::Missing {
+            at,
+            parent,
+            suggestion,
+        } => {
+            let help = match suggestion {
+                Some(s) => format!("did you mean `{s}`?"),
+                None if parent.is_root() => {
+                    "the CRD's schema declares no such top-level field".to_string()
+                }
+                None => format!("`{parent}` declares no field of that name"),
+            };
+            let what = if at == *path {
+                String::new()
+            } else {
+                format!(" (`{at}` is not declared)")
+            };
+            Some((format!("no such field `{path}` in {version}{what}"), help))
+        }
+        Lookup::WrongShape {
+            at,
+            expected,
+            found,
+        } => {
+            let parent = Path::from_segments(at.segments()[..at.len() - 1].to_vec());
+            Some((
+                format!(
+                    "`{path}` does not fit the schema of {version}: `{parent}` is {found}, not {expected}"
+                ),
+                format!("`{parent}` holds {found} values; name a place inside it that exists"),
+            ))
+        }
+    }
 }
 
 /// One version of a CRD.
@@ -547,7 +602,10 @@ mod tests {
         let Lookup::Found(n) = lookup(&s, &p("spec.replicas")) else {
             panic!()
         };
-        assert_eq!((n.minimum, n.maximum, n.nullable), (Some(0.0), Some(10.0), true));
+        assert_eq!(
+            (n.minimum, n.maximum, n.nullable),
+            (Some(0.0), Some(10.0), true)
+        );
         let Lookup::Found(n) = lookup(&s, &p("spec.port")) else {
             panic!()
         };
@@ -556,8 +614,14 @@ mod tests {
             panic!()
         };
         assert_eq!(n.list_type, Some(ListType::Map(vec!["name".into()])));
-        assert!(matches!(lookup(&s, &p("spec.ports[*].port")), Lookup::Found(_)));
-        assert!(matches!(lookup(&s, &p("spec.ports[0].name")), Lookup::Found(_)));
+        assert!(matches!(
+            lookup(&s, &p("spec.ports[*].port")),
+            Lookup::Found(_)
+        ));
+        assert!(matches!(
+            lookup(&s, &p("spec.ports[0].name")),
+            Lookup::Found(_)
+        ));
         let Lookup::Found(n) = lookup(&s, &p("spec")) else {
             panic!()
         };
@@ -600,7 +664,10 @@ mod tests {
             opaque("spec.extra.a.b"),
             ("spec.extra".into(), Opacity::PreserveUnknownFields)
         );
-        assert_eq!(opaque("spec.choice.b"), ("spec.choice".into(), Opacity::OneOf));
+        assert_eq!(
+            opaque("spec.choice.b"),
+            ("spec.choice".into(), Opacity::OneOf)
+        );
         assert_eq!(
             opaque("metadata.labels.app"),
             ("metadata.labels".into(), Opacity::AdditionalProperties)
@@ -624,7 +691,10 @@ mod tests {
         }
         assert!(matches!(
             lookup(&s, &p("metadata.nmae")),
-            Lookup::Missing { suggestion: Some(_), .. }
+            Lookup::Missing {
+                suggestion: Some(_),
+                ..
+            }
         ));
     }
 
@@ -641,7 +711,10 @@ mod tests {
         );
         assert!(matches!(
             lookup(&s, &p("spec.storage[0]")),
-            Lookup::WrongShape { expected: "a list", .. }
+            Lookup::WrongShape {
+                expected: "a list",
+                ..
+            }
         ));
     }
 
