@@ -38,6 +38,7 @@ pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Di
     let mut c = Compiler {
         rules: Vec::new(),
         diags: Diagnostics::default(),
+        warnings: Vec::new(),
         schemas,
     };
     let mut resources: Vec<ResourceIr> = Vec::new();
@@ -69,12 +70,8 @@ pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Di
             }
         }
     }
-    let (warnings, errors): (Vec<Diagnostic>, Vec<Diagnostic>) = c
-        .diags
-        .0
-        .into_iter()
-        .partition(|d| d.severity == crate::error::Severity::Warning);
-    let mut diags = Diagnostics(errors);
+    let warnings = c.warnings;
+    let mut diags = c.diags;
     let mut admission = crate::admission::compile::compile(loaded, &resources, schemas, &mut diags);
     diags.sort();
     if !diags.is_empty() {
@@ -101,6 +98,8 @@ pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Di
 struct Compiler<'s> {
     rules: Vec<RuleIr>,
     diags: Diagnostics,
+    /// Warnings, kept apart: a resource with an error is left out of the IR.
+    warnings: Vec<Diagnostic>,
     schemas: &'s Schemas,
 }
 
@@ -568,7 +567,7 @@ impl Compiler<'_> {
                 "make `{storage}` the hub, so stored objects need no conversion"
             ))
             .warning();
-            self.diags.push(d);
+            self.warnings.push(d);
         }
     }
 

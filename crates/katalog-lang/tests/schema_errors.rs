@@ -69,7 +69,12 @@ fn schema_error_messages_match_golden_files() {
                     !ir.admission.warnings.is_empty(),
                     "{name} compiled without a warning, but every case must report something"
                 );
-                Diagnostics(ir.admission.warnings.clone()).render()
+                // A warning must not cost the resource its place in the IR.
+                format!(
+                    "{}compiled with {} resource(s)\n",
+                    Diagnostics(ir.admission.warnings.clone()).render(),
+                    ir.resources.len()
+                )
             }
             Err(diags) => diags.render(),
         };
