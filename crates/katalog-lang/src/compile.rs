@@ -1013,8 +1013,10 @@ impl Compiler<'_> {
         wrapped_side: Side,
         origin: String,
     ) -> Option<RuleId> {
+        let before = self.diags.len();
         let hub = self.path(scope, &w.hub, &at.key("hub"), Side::Hub);
         let spoke = self.path(scope, &w.spoke, &at.key("spoke"), Side::Spoke);
+        let paths_ok = self.diags.len() == before;
         let how = match (&w.key, w.list) {
             (Some(k), false) => Some(WrapHow::Key(k.clone())),
             (None, true) => Some(WrapHow::List),
@@ -1028,6 +1030,14 @@ impl Compiler<'_> {
             Side::Spoke => (hub.clone(), spoke.clone()),
             Side::Hub => (spoke.clone(), hub.clone()),
         };
+        // The wrapper's key (or element) must exist in the wrapped side's schema too.
+        if paths_ok {
+            let (inner, key_at) = match &how {
+                WrapHow::Key(k) => (wrapped.child(k.clone()), at.key("key")),
+                WrapHow::List => (wrapped.index(0), at.key("list")),
+            };
+            self.check_schema(scope, &inner, &key_at, wrapped_side);
+        }
         let proof = if w.lossy {
             Proof::AcknowledgedLossy
         } else {
@@ -1055,8 +1065,10 @@ impl Compiler<'_> {
         list_side: Side,
         origin: String,
     ) -> Option<RuleId> {
+        let before = self.diags.len();
         let hub = self.path(scope, &l.hub, &at.key("hub"), Side::Hub);
         let spoke = self.path(scope, &l.spoke, &at.key("spoke"), Side::Spoke);
+        let paths_ok = self.diags.len() == before;
         if l.key.is_empty() {
             self.error(
                 scope.doc,
@@ -1071,6 +1083,13 @@ impl Compiler<'_> {
             Side::Hub => (hub.clone(), spoke.clone()),
             Side::Spoke => (spoke.clone(), hub.clone()),
         };
+        // Every element of the list holds the key field.
+        if paths_ok {
+            let mut element = list.segments().to_vec();
+            element.push(Segment::Wildcard);
+            let key = Path::from_segments(element).child(l.key.clone());
+            self.check_schema(scope, &key, &at.key("key"), list_side);
+        }
         let proof = if l.lossy {
             Proof::AcknowledgedLossy
         } else {
