@@ -94,8 +94,12 @@ impl State {
         let result = crate::files::read_katalog(path)
             .map_err(|d| Failed(d.render()))
             .and_then(|sources| {
+                // The CRDs count too: a schema edit can make the Katalog
+                // (in)valid. Without `crd:` keys the hash is the same as before.
+                let crds = crate::files::read_crds_of(&sources);
                 let parts: Vec<&[u8]> = sources
                     .iter()
+                    .chain(&crds)
                     .flat_map(|s| [s.name.as_bytes(), s.text.as_bytes()])
                     .collect();
                 let hash = fnv1a(&parts);

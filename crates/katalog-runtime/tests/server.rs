@@ -423,7 +423,10 @@ fn hostport_review() -> Vec<u8> {
 fn katalog_reload_good_is_served_bad_keeps_the_old() {
     let scratch = Scratch::new("reload-katalog");
     let path = scratch.path("hostport.yaml");
-    std::fs::write(&path, HOSTPORT_V1).unwrap();
+    // About the Katalog alone: no CRD (the line stays, so locations do).
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "# no crd");
+    assert_ne!(katalog, HOSTPORT_V1);
+    std::fs::write(&path, &katalog).unwrap();
     let h = Harness::start("reload", Some(&path), |_| {});
     let mut c = h.client();
     let host = |c: &mut HttpsClient| {
@@ -436,8 +439,8 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
     };
     assert_eq!(host(&mut c)["host"], "localhost");
     // A good change: v2 now calls them `hostname` and `portNumber`.
-    let changed = HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [hostname, portNumber]");
-    assert_ne!(changed, HOSTPORT_V1);
+    let changed = katalog.replace("spoke: [host, port]", "spoke: [hostname, portNumber]");
+    assert_ne!(changed, katalog);
     write_atomic(&path, &changed);
     let took = wait_for("the new Katalog to be served", || {
         host(&mut c)["hostname"] == "localhost"
@@ -461,6 +464,52 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
         "{metrics}"
     );
     assert!(metrics.contains("katalog_reloads_total 2"), "{metrics}");
+}
+
+const HOSTPORT_CRD: &str = include_str!("../../../katalogs/hostport.crd.yaml");
+
+#[test]
+fn katalog_reload_follows_its_crd() {
+    // The Katalog and its CRD side by side in one directory, as in a
+    // ConfigMap: the file of CRDs is not read as a Katalog source.
+    let scratch = Scratch::new("reload-crd");
+    std::fs::write(scratch.path("hostport.yaml"), HOSTPORT_V1).unwrap();
+    let crd = scratch.path("hostport.crd.yaml");
+    std::fs::write(&crd, HOSTPORT_CRD).unwrap();
+    let h = Harness::start("reload-crd", Some(&scratch.path("")), |_| {});
+    let mut c = h.client();
+    let converted = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        converted["response"]["convertedObjects"][0]["host"], "localhost",
+        "{converted}"
+    );
+    // Only the CRD changes: v2 no longer declares `port`. The reload sees
+    // it, refuses the Katalog at the rule's location and keeps serving.
+    let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
+    assert_ne!(edited, HOSTPORT_CRD);
+    write_atomic(&crd, &edited);
+    wait_for("the CRD change to fail the reload", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+    });
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let err = summary["lastReloadError"].as_str().unwrap();
+    assert!(
+        err.contains("hostport.yaml:20:") && err.contains("no such field `port` in v2"),
+        "{err}"
+    );
+    let again = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        again["response"]["convertedObjects"][0]["host"],
+        "localhost"
+    );
 }
 
 #[test]
