@@ -409,6 +409,14 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) -> Duration {
 
 const HOSTPORT_V1: &str = include_str!("../../../katalogs/hostport.yaml");
 
+/// hostport.yaml without its `crd:` (the line stays, so locations do), for
+/// tests about the Katalog alone, written where its CRD is not.
+fn hostport_without_crd() -> String {
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "# no crd");
+    assert_ne!(katalog, HOSTPORT_V1);
+    katalog
+}
+
 fn hostport_review() -> Vec<u8> {
     conversion_review(
         "apiextensions.k8s.io/v1",
@@ -423,9 +431,7 @@ fn hostport_review() -> Vec<u8> {
 fn katalog_reload_good_is_served_bad_keeps_the_old() {
     let scratch = Scratch::new("reload-katalog");
     let path = scratch.path("hostport.yaml");
-    // About the Katalog alone: no CRD (the line stays, so locations do).
-    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "# no crd");
-    assert_ne!(katalog, HOSTPORT_V1);
+    let katalog = hostport_without_crd();
     std::fs::write(&path, &katalog).unwrap();
     let h = Harness::start("reload", Some(&path), |_| {});
     let mut c = h.client();
@@ -517,7 +523,11 @@ fn configmap_style_symlink_swap_is_picked_up() {
     let scratch = Scratch::new("configmap");
     let mount = scratch.path("mount");
     std::fs::create_dir_all(mount.join("..2026_11_30_01")).unwrap();
-    std::fs::write(mount.join("..2026_11_30_01/hostport.yaml"), HOSTPORT_V1).unwrap();
+    std::fs::write(
+        mount.join("..2026_11_30_01/hostport.yaml"),
+        hostport_without_crd(),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("..2026_11_30_01", mount.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/hostport.yaml", mount.join("hostport.yaml")).unwrap();
     let h = Harness::start("configmap", Some(&mount), |_| {});
@@ -534,7 +544,7 @@ fn configmap_style_symlink_swap_is_picked_up() {
     std::fs::create_dir_all(mount.join("..2026_11_30_02")).unwrap();
     std::fs::write(
         mount.join("..2026_11_30_02/hostport.yaml"),
-        HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [server, port]"),
+        hostport_without_crd().replace("spoke: [host, port]", "spoke: [server, port]"),
     )
     .unwrap();
     std::os::unix::fs::symlink("..2026_11_30_02", mount.join("..data_tmp")).unwrap();
@@ -687,7 +697,7 @@ fn readiness_waits_for_a_katalog() {
         c.post_json("/convert", &hostport_review()).unwrap().status,
         503
     );
-    write_atomic(&path, HOSTPORT_V1);
+    write_atomic(&path, &hostport_without_crd());
     wait_for("readiness", || c.get("/readyz").unwrap().status == 200);
     assert_eq!(
         c.post_json("/convert", &hostport_review()).unwrap().status,
