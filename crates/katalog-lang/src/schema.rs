@@ -299,7 +299,13 @@ pub fn lookup<'s>(root: &'s SchemaNode, path: &Path) -> Lookup<'s> {
     for (i, seg) in segs.iter().enumerate() {
         let here = Path::from_segments(segs[..i].to_vec());
         let at = || Path::from_segments(segs[..=i].to_vec());
-        let found_type = || node.type_.clone().unwrap_or_else(|| "untyped".into());
+        let found_type = || {
+            if node.int_or_string {
+                "int-or-string".to_string()
+            } else {
+                node.type_.clone().unwrap_or_else(|| "untyped".into())
+            }
+        };
         match seg {
             Segment::Key(k) => {
                 if let Some(next) = node.property(k) {
@@ -707,6 +713,14 @@ mod tests {
                 at: p("spec.replicas.value"),
                 expected: "an object",
                 found: "integer".into(),
+            }
+        );
+        assert_eq!(
+            lookup(&s, &p("spec.port.value")),
+            Lookup::WrongShape {
+                at: p("spec.port.value"),
+                expected: "an object",
+                found: "int-or-string".into(),
             }
         );
         assert!(matches!(
