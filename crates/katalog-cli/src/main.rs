@@ -1020,7 +1020,7 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 /// The compiled Katalog, warnings left to the caller.
 fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
-    Ok(katalog_lang::compile_sources(&sources)?)
+    Ok(files::compile_katalog(&sources)?)
 }
 
 /// The objects of an input file, Lists flattened; what cannot be read or

@@ -86,7 +86,7 @@ pub fn run(
             let katalog_path = base.join(&suite.spec.katalog);
             // Unreadable: a usage error; not compiling: its own code (see `exit`).
             let sources = files::read_katalog(&katalog_path)?;
-            let ir = katalog_lang::compile_sources(&sources)?;
+            let ir = files::compile_katalog(&sources)?;
             for w in &ir.admission.warnings {
                 eprintln!("{}", w.render());
             }

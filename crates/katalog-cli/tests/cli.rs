@@ -120,6 +120,25 @@ const CASES: &[Case] = &[
         code: 1,
     },
     Case {
+        name: "check-crd-errors",
+        args: &[
+            "check",
+            "crates/katalog-lang/testdata/schema-errors/crd-files.yaml",
+            "crates/katalog-lang/testdata/schema-errors/admission-paths.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "check-crd-hub-warning",
+        args: &[
+            "check",
+            "crates/katalog-lang/testdata/schema-errors/hub-not-storage.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
         name: "check-missing-file",
         args: &["check", "no/such/katalog.yaml"],
         stdin: None,

@@ -22,13 +22,24 @@ use crate::ir::{
 };
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
+use crate::schema::{Crd, Schemas};
 use crate::source::{DocPath, Loc};
 
 /// Compile loaded documents into the IR.
 pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
+    compile_with_schemas(loaded, &Schemas::default())
+}
+
+/// Compile loaded documents into the IR, checking each resource that names a
+/// `crd:` against that CRD (see [`crate::schema`]): its names, scope and
+/// versions, and every conversion path against the schema of the side it
+/// names. A resource without a CRD in `schemas` is compiled unchecked.
+pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Diagnostics> {
     let mut c = Compiler {
         rules: Vec::new(),
         diags: Diagnostics::default(),
+        warnings: Vec::new(),
+        schemas,
     };
     let mut resources: Vec<ResourceIr> = Vec::new();
     let mut seen: BTreeMap<(String, String), Loc> = BTreeMap::new();
@@ -59,12 +70,15 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
             }
         }
     }
+    let warnings = c.warnings;
     let mut diags = c.diags;
-    let admission = crate::admission::compile::compile(loaded, &resources, &mut diags);
+    let mut admission = crate::admission::compile::compile(loaded, &resources, schemas, &mut diags);
     diags.sort();
     if !diags.is_empty() {
         return Err(diags);
     }
+    // Warnings about the CRDs are reported with the admission ones.
+    admission.warnings.extend(warnings);
     Ok(Ir {
         resources,
         rules: c.rules,
@@ -81,9 +95,12 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
     })
 }
 
-struct Compiler {
+struct Compiler<'s> {
     rules: Vec<RuleIr>,
     diags: Diagnostics,
+    /// Warnings, kept apart: a resource with an error is left out of the IR.
+    warnings: Vec<Diagnostic>,
+    schemas: &'s Schemas,
 }
 
 /// What a rule list is compiled against.
@@ -96,6 +113,21 @@ struct Scope<'a> {
     nested: bool,
     /// Original positions of the rules, when some did not load.
     indices: Option<&'a [usize]>,
+    /// The resource's CRD, when its `crd:` was read.
+    crd: Option<&'a Crd>,
+    /// Where relative paths start on each side (inside `forEach`: the list
+    /// path with `[*]`).
+    hub_base: &'a Path,
+    spoke_base: &'a Path,
+}
+
+fn list_names<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<String> = names.map(|n| format!("`{n}`")).collect();
+    if names.is_empty() {
+        "no version".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 fn is_dns_label_char(c: char) -> bool {
@@ -136,7 +168,7 @@ fn annotation_key_problem(key: &str) -> Option<String> {
     None
 }
 
-impl Compiler {
+impl Compiler<'_> {
     fn error(
         &mut self,
         doc: &LoadedDocument,
@@ -223,6 +255,11 @@ impl Compiler {
                 format!("`{annotation}` is not a valid annotation key: {problem}"),
             );
         }
+        let crd = self.schemas.crd(&r.group, &r.kind);
+        if let Some(crd) = crd {
+            self.check_crd(doc, r, at, crd);
+        }
+        let root = Path::root();
         let mut versions = Vec::new();
         for v in &r.versions {
             let mut ids = Vec::new();
@@ -242,6 +279,9 @@ impl Compiler {
                         annotation: &annotation,
                         nested: false,
                         indices: doc.rule_indices.get(&(ri, v.clone())).map(Vec::as_slice),
+                        crd,
+                        hub_base: &root,
+                        spoke_base: &root,
                     };
                     ids = self.rule_list(&scope, rules, &at.key("conversion").key(v.clone()));
                 }
@@ -419,8 +459,132 @@ impl Compiler {
                 }
             }
         }
-        let _ = side;
+        self.check_schema(scope, &path, at, side);
         Some(path)
+    }
+
+    /// The resource's names, scope and versions against its CRD.
+    fn check_crd(&mut self, doc: &LoadedDocument, r: &Resource, at: &DocPath, crd: &Crd) {
+        let related = (crd.loc.clone(), format!("CRD `{}`", crd.name));
+        if crd.plural != r.plural {
+            self.error(
+                doc,
+                &at.key("plural"),
+                ErrorKind::Schema,
+                format!("the CRD's plural is `{}`, not `{}`", crd.plural, r.plural),
+            )
+            .related = Some(related.clone());
+        }
+        if let Some(scope) = crd.scope
+            && scope != r.scope
+        {
+            let name = |s: crate::document::Scope| match s {
+                crate::document::Scope::Namespaced => "Namespaced",
+                crate::document::Scope::Cluster => "Cluster",
+            };
+            let at = if doc.root.key_node(&at.key("scope")).is_some() {
+                at.key("scope")
+            } else {
+                at.clone()
+            };
+            self.error(
+                doc,
+                &at,
+                ErrorKind::Schema,
+                format!(
+                    "the CRD is {}-scoped; the resource says {}",
+                    name(scope),
+                    name(r.scope)
+                ),
+            )
+            .help = Some(format!("set `scope: {}`", name(scope)));
+        }
+        for (i, v) in r.versions.iter().enumerate() {
+            let served = crd.version(v).is_some_and(|cv| cv.served);
+            if !served {
+                let candidates: Vec<&str> = crd
+                    .versions
+                    .iter()
+                    .filter(|cv| cv.served && !r.versions.contains(&cv.name))
+                    .map(|cv| cv.name.as_str())
+                    .collect();
+                let help = match crate::error::did_you_mean(v, candidates.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!(
+                        "the CRD serves {}",
+                        list_names(
+                            crd.versions
+                                .iter()
+                                .filter(|cv| cv.served)
+                                .map(|cv| &cv.name)
+                        )
+                    ),
+                };
+                let what = if crd.version(v).is_some() {
+                    "does not serve"
+                } else {
+                    "has no version"
+                };
+                self.error(
+                    doc,
+                    &at.key("versions").index(i),
+                    ErrorKind::Schema,
+                    format!("the CRD {what} `{v}`"),
+                )
+                .help = Some(help);
+            }
+        }
+        for cv in crd.versions.iter().filter(|cv| cv.served) {
+            if !r.versions.contains(&cv.name) {
+                self.error(
+                    doc,
+                    &at.key("versions"),
+                    ErrorKind::Schema,
+                    format!(
+                        "the CRD serves `{}`, which `versions` does not list",
+                        cv.name
+                    ),
+                )
+                .help = Some(format!(
+                    "add `{}` to `versions`: the apiserver sends its objects to the webhook",
+                    cv.name
+                ));
+            }
+        }
+        if let Some(storage) = crd.storage_version()
+            && storage != r.hub
+            && r.versions.contains(&r.hub)
+        {
+            let d = Diagnostic::new(
+                ErrorKind::Schema,
+                format!(
+                    "the hub `{}` is not the CRD's storage version `{storage}`",
+                    r.hub
+                ),
+            )
+            .at(doc.locate(&at.key("hub")), Some(&doc.source))
+            .with_help(format!(
+                "make `{storage}` the hub, so stored objects need no conversion"
+            ))
+            .warning();
+            self.warnings.push(d);
+        }
+    }
+
+    /// Report a path the CRD's schema of its side does not declare.
+    fn check_schema(&mut self, scope: &Scope, path: &Path, at: &DocPath, side: Side) {
+        let Some(crd) = scope.crd else { return };
+        let (version, base) = match side {
+            Side::Hub => (scope.hub_version, scope.hub_base),
+            Side::Spoke => (scope.spoke_version, scope.spoke_base),
+        };
+        let Some(schema) = crd.version(version).and_then(|v| v.schema.as_ref()) else {
+            return;
+        };
+        let full = base.join(path);
+        if let Some((message, help)) = crate::schema::path_problem(schema, &full, version) {
+            self.error(scope.doc, at, ErrorKind::Schema, message).help = Some(help);
+        }
     }
 
     fn push(
@@ -788,9 +952,25 @@ impl Compiler {
                     Some(s) => self.path(scope, s, &at.key("spoke"), Side::Spoke),
                     None => hub.clone(),
                 };
+                let each = |base: &Path, p: &Option<Path>| {
+                    p.as_ref().map(|p| {
+                        let mut segs = base.join(p).segments().to_vec();
+                        segs.push(Segment::Wildcard);
+                        Path::from_segments(segs)
+                    })
+                };
+                let (hub_base, spoke_base) = (
+                    each(scope.hub_base, &hub).unwrap_or_default(),
+                    each(scope.spoke_base, &spoke).unwrap_or_default(),
+                );
+                // An element path is checked only when its list path is.
+                let checked = hub.is_some() && spoke.is_some();
                 let inner = Scope {
                     nested: true,
                     indices: None,
+                    crd: scope.crd.filter(|_| checked),
+                    hub_base: &hub_base,
+                    spoke_base: &spoke_base,
                     ..*scope
                 };
                 let rules = self.rule_list(&inner, &f.rules, &at.key("rules"));
@@ -833,8 +1013,10 @@ impl Compiler {
         wrapped_side: Side,
         origin: String,
     ) -> Option<RuleId> {
+        let before = self.diags.len();
         let hub = self.path(scope, &w.hub, &at.key("hub"), Side::Hub);
         let spoke = self.path(scope, &w.spoke, &at.key("spoke"), Side::Spoke);
+        let paths_ok = self.diags.len() == before;
         let how = match (&w.key, w.list) {
             (Some(k), false) => Some(WrapHow::Key(k.clone())),
             (None, true) => Some(WrapHow::List),
@@ -848,6 +1030,14 @@ impl Compiler {
             Side::Spoke => (hub.clone(), spoke.clone()),
             Side::Hub => (spoke.clone(), hub.clone()),
         };
+        // The wrapper's key (or element) must exist in the wrapped side's schema too.
+        if paths_ok {
+            let (inner, key_at) = match &how {
+                WrapHow::Key(k) => (wrapped.child(k.clone()), at.key("key")),
+                WrapHow::List => (wrapped.index(0), at.key("list")),
+            };
+            self.check_schema(scope, &inner, &key_at, wrapped_side);
+        }
         let proof = if w.lossy {
             Proof::AcknowledgedLossy
         } else {
@@ -875,8 +1065,10 @@ impl Compiler {
         list_side: Side,
         origin: String,
     ) -> Option<RuleId> {
+        let before = self.diags.len();
         let hub = self.path(scope, &l.hub, &at.key("hub"), Side::Hub);
         let spoke = self.path(scope, &l.spoke, &at.key("spoke"), Side::Spoke);
+        let paths_ok = self.diags.len() == before;
         if l.key.is_empty() {
             self.error(
                 scope.doc,
@@ -891,6 +1083,13 @@ impl Compiler {
             Side::Hub => (hub.clone(), spoke.clone()),
             Side::Spoke => (spoke.clone(), hub.clone()),
         };
+        // Every element of the list holds the key field.
+        if paths_ok {
+            let mut element = list.segments().to_vec();
+            element.push(Segment::Wildcard);
+            let key = Path::from_segments(element).child(l.key.clone());
+            self.check_schema(scope, &key, &at.key("key"), list_side);
+        }
         let proof = if l.lossy {
             Proof::AcknowledgedLossy
         } else {

@@ -241,16 +241,22 @@ impl Ctx<'_> {
             })
             .collect();
         prune_emptied(obj, votes);
+        // Parents a split of placeholders only left empty: (path, rule origin).
+        let mut emptied: Vec<(Path, String)> = Vec::new();
         for ((id, input), parent) in rules.iter().zip(inputs).zip(before) {
             let rule = ir.rule(*id);
-            let writes = self
-                .apply(rule, dir, input, parent, hub_prefix, spoke_prefix)
-                .map_err(|mut e| {
-                    if e.rule.is_none() {
-                        e.rule = Some(rule.origin.clone());
-                    }
-                    e
-                })?;
+            let empty_parts = empty_parts_join(rule, dir, &input, obj)
+                .or_else(|| placeholders_split(rule, dir, &input, obj, &mut emptied));
+            let writes = match empty_parts {
+                Some(result) => result,
+                None => self.apply(rule, dir, input, parent, hub_prefix, spoke_prefix),
+            }
+            .map_err(|mut e| {
+                if e.rule.is_none() {
+                    e.rule = Some(rule.origin.clone());
+                }
+                e
+            })?;
             for (path, value) in writes {
                 // A default only fills a field that is absent.
                 if matches!(rule.op, Op::Default { .. }) && path.get(obj).is_some() {
@@ -273,6 +279,18 @@ impl Ctx<'_> {
                     message,
                     rule: Some(rule.origin.clone()),
                 })?;
+            }
+        }
+        // An empty parent stands for the string of placeholders only if it
+        // is still empty once every rule has written.
+        for (parent, origin) in emptied {
+            if !matches!(parent.get(obj), Some(Value::Object(m)) if m.is_empty()) {
+                return Err(ConvertError {
+                    message: format!(
+                        "a string of placeholders only converts to an empty `{parent}`, but another rule writes into it"
+                    ),
+                    rule: Some(origin),
+                });
             }
         }
         // Decided on the converted object, the one the other direction will
@@ -625,6 +643,122 @@ fn parts_paths(parts: &PartsIr) -> Vec<Path> {
         PartsIr::Fields(ps) => ps.clone(),
         PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
     }
+}
+
+/// The object that holds every part of a split, when the parts have one of
+/// their own (`spec.range.from`, `spec.range.to` → `spec.range`). The
+/// empty-object form of the placeholders-only string is used only when this
+/// is the joined path itself: there the other version holds a string, so an
+/// empty object cannot have come from it.
+fn parts_parent(parts: &PartsIr) -> Option<Path> {
+    let paths = match parts {
+        PartsIr::List(_) => return None,
+        PartsIr::Fields(ps) => ps.clone(),
+        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
+    };
+    let first = paths.first()?;
+    let n = paths
+        .iter()
+        .map(|p| first.common_prefix_len(p))
+        .min()?
+        .min(paths.iter().map(|p| p.len().saturating_sub(1)).min()?);
+    (n > 0).then(|| Path::from_segments(first.segments()[..n].to_vec()))
+}
+
+/// The joined string whose every piece is the placeholder.
+fn all_placeholders(parts: &PartsIr, splitter: &Splitter, ph: &str) -> Option<String> {
+    match (splitter, parts) {
+        (Splitter::Separator(sep), PartsIr::Fields(paths)) => Some(vec![ph; paths.len()].join(sep)),
+        (Splitter::Pattern { template, .. }, PartsIr::Named(_)) => Some(
+            template
+                .iter()
+                .map(|piece| match piece {
+                    TemplatePiece::Text(t) => t.as_str(),
+                    TemplatePiece::Capture(_) => ph,
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// A split of the string made of placeholders only: every part is absent,
+/// and their own parent object is left empty to say so (joined back by
+/// [`empty_parts_join`]). It fails when that parent already holds other
+/// fields, and the caller checks it is still empty once every rule wrote.
+fn placeholders_split(
+    rule: &RuleIr,
+    dir: Direction,
+    input: &[Option<Value>],
+    obj: &Value,
+    emptied: &mut Vec<(Path, String)>,
+) -> Option<Result<Vec<(Path, Value)>, ConvertError>> {
+    let Op::Split {
+        joined_side,
+        joined,
+        parts,
+        splitter,
+        placeholder: Some(ph),
+    } = &rule.op
+    else {
+        return None;
+    };
+    if *joined_side != Side::source_of(dir) {
+        return None;
+    }
+    let Some(Some(Value::String(s))) = input.first() else {
+        return None;
+    };
+    let parent = parts_parent(parts).filter(|p| p == joined)?;
+    if all_placeholders(parts, splitter, ph).as_deref() != Some(s.as_str()) {
+        return None;
+    }
+    if parent.get(obj).is_some() {
+        return Some(fail(format!(
+            "`{joined}` = {s:?} is placeholders only, which converts to an empty `{parent}`, but `{parent}` holds other fields"
+        )));
+    }
+    emptied.push((parent.clone(), rule.origin.clone()));
+    Some(Ok(vec![(parent, Value::Object(Map::new()))]))
+}
+
+/// A join whose parts are all absent while their own parent object is there
+/// and empty: the empty object is the string of placeholders (see the split
+/// side above), taken out so it is never copied into the joined field.
+/// Without a placeholder it has no string form, and converting fails rather
+/// than copy `{}` where the other version holds a string. `None`: not this
+/// case, the rule applies as usual.
+fn empty_parts_join(
+    rule: &RuleIr,
+    dir: Direction,
+    input: &[Option<Value>],
+    obj: &mut Value,
+) -> Option<Result<Vec<(Path, Value)>, ConvertError>> {
+    let Op::Split {
+        joined_side,
+        joined,
+        parts,
+        splitter,
+        placeholder,
+    } = &rule.op
+    else {
+        return None;
+    };
+    if *joined_side == Side::source_of(dir) || input.iter().any(Option::is_some) {
+        return None;
+    }
+    let parent = parts_parent(parts).filter(|p| p == joined)?;
+    if !matches!(parent.get(obj), Some(Value::Object(m)) if m.is_empty()) {
+        return None;
+    }
+    let Some(ph) = placeholder.as_deref() else {
+        return Some(fail(format!(
+            "`{parent}` is an empty object; with no `placeholder` it has no string form for `{joined}`"
+        )));
+    };
+    let s = all_placeholders(parts, splitter, ph)?;
+    parent.take(obj);
+    Some(Ok(vec![(joined.clone(), Value::String(s))]))
 }
 
 fn same_pieces(a: &[(Path, Value)], b: &[(Path, Value)]) -> bool {

@@ -40,6 +40,10 @@ pub enum ErrorKind {
     /// A rule's resource pattern that selects no resource the Katalog or
     /// Kubernetes knows (a warning).
     UnknownResource,
+    /// A CRD file that cannot be used, or a Katalog the CRD's schema
+    /// contradicts (a path the schema does not declare, a version it does
+    /// not serve).
+    Schema,
 }
 
 /// Whether a diagnostic makes the Katalog invalid.

@@ -41,6 +41,7 @@ pub mod ir;
 pub mod load;
 pub mod path;
 pub mod review;
+pub mod schema;
 pub mod source;
 pub mod suite;
 pub mod yaml;
@@ -56,6 +57,46 @@ pub fn compile_sources(sources: &[Source]) -> Result<Ir, Diagnostics> {
     match compile::compile(&loaded) {
         Ok(ir) if diags.is_empty() => Ok(ir),
         Ok(_) => Err(diags),
+        Err(more) => {
+            diags.0.extend(more.0);
+            diags.sort();
+            Err(diags)
+        }
+    }
+}
+
+/// Load and compile a Katalog, reading the CRD each resource's `crd:` names
+/// with `read_crd` (which returns the sources of that file or directory, or
+/// why it cannot be read) and checking the resources against them (see
+/// [`compile::compile_with_schemas`]). Every error of every stage, a `crd:`
+/// that cannot be read included, is reported together, located at its key.
+pub fn compile_with_crds(
+    sources: &[Source],
+    mut read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+) -> Result<Ir, Diagnostics> {
+    let (loaded, mut diags) = load::load(sources);
+    let mut read = Vec::new();
+    for reference in load::crd_references(&loaded) {
+        match read_crd(&reference) {
+            Ok(crd_sources) => read.push((reference, crd_sources)),
+            Err(why) => diags.push(
+                Diagnostic::new(
+                    ErrorKind::Schema,
+                    format!("failed to read CRD `{}`: {why}", reference.crd),
+                )
+                .at(reference.loc.clone(), Some(&reference.source))
+                .with_help("`crd:` names a CRD manifest file or directory, relative to this file"),
+            ),
+        }
+    }
+    let (schemas, more) = schema::Schemas::load(&read);
+    diags.0.extend(more.0);
+    match compile::compile_with_schemas(&loaded, &schemas) {
+        Ok(ir) if diags.is_empty() => Ok(ir),
+        Ok(_) => {
+            diags.sort();
+            Err(diags)
+        }
         Err(more) => {
             diags.0.extend(more.0);
             diags.sort();

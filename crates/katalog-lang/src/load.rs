@@ -474,3 +474,52 @@ pub fn load_suites(source: &Source) -> Result<Vec<crate::suite::SuiteDocument>, 
         Err(diags)
     }
 }
+
+/// A resource's `crd:` key: the CRD manifest file or directory it names,
+/// for the caller to read (this crate does no I/O).
+#[derive(Clone, Debug)]
+pub struct CrdReference {
+    pub group: String,
+    pub kind: String,
+    /// The text of the `crd:` key, relative to the Katalog file.
+    pub crd: String,
+    /// The Katalog source holding the key (its name is the base path).
+    pub source: Source,
+    /// Where the `crd:` key is.
+    pub loc: Loc,
+}
+
+impl CrdReference {
+    /// The path to read: `crd` relative to the directory of the Katalog
+    /// file (an absolute `crd` stays as it is).
+    pub fn path(&self) -> std::path::PathBuf {
+        let base = std::path::Path::new(&*self.source.name)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        base.join(&self.crd)
+    }
+}
+
+/// Every `crd:` key of the loaded documents, in source order.
+pub fn crd_references(loaded: &Loaded) -> Vec<CrdReference> {
+    let mut out = Vec::new();
+    for doc in &loaded.documents {
+        for (pos, resource) in doc.doc.spec.resources.iter().enumerate() {
+            let Some(crd) = &resource.crd else { continue };
+            let ri = doc.resource_indices.get(pos).copied().unwrap_or(pos);
+            let at = DocPath::default()
+                .key("spec")
+                .key("resources")
+                .index(ri)
+                .key("crd");
+            out.push(CrdReference {
+                group: resource.group.clone(),
+                kind: resource.kind.clone(),
+                crd: crd.clone(),
+                source: doc.source.clone(),
+                loc: doc.locate(&at),
+            });
+        }
+    }
+    out
+}

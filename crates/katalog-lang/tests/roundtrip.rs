@@ -1472,3 +1472,91 @@ fn kitchen_sink_acme_v1alpha1_round_trips_through_hub() {
         acme_laws,
     );
 }
+
+// ---------------------------------------------------------------------------
+// The edge values of `split` with a placeholder whose parts live under the
+// joined path itself (issue 9): the string of placeholders only ("*-*") is
+// an empty object on the split side, both ways. Not an example Katalog: the
+// rule is written here, in the shape of `testdata/rules/split.yaml`.
+
+static RANGE_IR: LazyLock<Ir> = LazyLock::new(|| {
+    let text = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: range}
+spec:
+  resources:
+    - group: examples.katalog.dev
+      kind: Range
+      plural: ranges
+      hub: v1
+      versions: [v1, v2]
+      conversion:
+        v2:
+          - split: { hub: spec.range, separator: "-", placeholder: "*", spoke: [spec.range.from, spec.range.to] }
+"#;
+    compile_sources(&[Source::new("range.yaml", text)])
+        .unwrap_or_else(|d| panic!("range.yaml does not compile:\n{}", d.render()))
+});
+const RANGE: &str = "examples.katalog.dev";
+const RANGE_VERSIONS: &[&str] = &["v1", "v2"];
+const RANGE_OWNED: Owned = Owned {
+    labels: &[],
+    annotations: &[],
+};
+
+/// A bound: digits, never the placeholder and never holding the separator.
+fn bound() -> BoxedStrategy<Option<String>> {
+    option::of(any::<u16>().prop_map(|n| n.to_string())).boxed()
+}
+
+fn range_object(version: &str, range: Option<Value>) -> Value {
+    let mut o = json!({
+        "apiVersion": format!("{RANGE}/{version}"),
+        "kind": "Range",
+        "metadata": {"name": "r"},
+        "spec": {},
+    });
+    if let Some(r) = range {
+        o["spec"]["range"] = r;
+    }
+    o
+}
+
+#[test]
+fn split_placeholders_only_round_trips_from_the_hub() {
+    // Includes "*-*" (both bounds absent) and "*-5", "5-*".
+    let hub = option::of((bound(), bound())).prop_map(|r| {
+        let star = |b: Option<String>| b.unwrap_or_else(|| "*".into());
+        range_object(
+            "v1",
+            r.map(|(from, to)| Value::from(format!("{}-{}", star(from), star(to)))),
+        )
+    });
+    check("range v1 (hub)", hub, |o| {
+        round_trips(&RANGE_IR, &RANGE_OWNED, RANGE, RANGE_VERSIONS, o)
+    });
+}
+
+#[test]
+fn split_empty_parts_object_round_trips_from_the_spoke() {
+    // Includes `range: {}` (every part absent).
+    let spoke = option::of((bound(), bound())).prop_map(|r| {
+        range_object(
+            "v2",
+            r.map(|(from, to)| {
+                let mut m = Obj::new();
+                if let Some(f) = from {
+                    m.insert("from".into(), f.into());
+                }
+                if let Some(t) = to {
+                    m.insert("to".into(), t.into());
+                }
+                Value::Object(m)
+            }),
+        )
+    });
+    check("range v2", spoke, |o| {
+        round_trips(&RANGE_IR, &RANGE_OWNED, RANGE, RANGE_VERSIONS, o)
+    });
+}

@@ -106,8 +106,12 @@ impl State {
                 }
             })
             .and_then(|sources| {
+                // The CRDs count too: a schema edit can make the Katalog
+                // (in)valid. Without `crd:` keys the hash is the same as before.
+                let crds = crate::files::read_crds_of(&sources);
                 let parts: Vec<&[u8]> = sources
                     .iter()
+                    .chain(&crds)
                     .flat_map(|s| [s.name.as_bytes(), s.text.as_bytes()])
                     .collect();
                 let hash = fnv1a(&parts);
@@ -119,7 +123,7 @@ impl State {
                 if failed.as_deref() == Some(hash.as_str()) {
                     return Err(Unchanged);
                 }
-                let ir = katalog_lang::compile_sources(&sources).map_err(|d| {
+                let ir = crate::files::compile_katalog(&sources).map_err(|d| {
                     *failed = Some(hash.clone());
                     Failed(d.render())
                 })?;

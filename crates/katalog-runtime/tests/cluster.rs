@@ -115,6 +115,12 @@ fn register_prune_refuse_convert_unregister() {
 
     let scratch = Scratch::new("cluster-katalog");
     std::fs::write(scratch.path("crontab.yaml"), crontab_text()).expect("writing crontab.yaml");
+    // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+    std::fs::copy(
+        repo("katalogs/crontab.crd.yaml"),
+        scratch.path("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
     std::fs::write(scratch.path("admission.yaml"), ADMISSION).expect("writing admission.yaml");
     let katalog = Katalog::start(&scratch.path(""));
     let ir = &katalog.ir;

@@ -76,6 +76,12 @@ fn migrate_storage_rewrites_prunes_and_refuses() {
     let scratch = Scratch::new("migrate-katalog");
     let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(scratch.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+    // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+    std::fs::copy(
+        repo("katalogs/crontab.crd.yaml"),
+        scratch.path("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
     let katalog = Katalog::start(&scratch.path(""));
     let reg = registration("katalog-migrate", &katalog.url());
 

@@ -300,6 +300,12 @@ fn setup(t: &str) -> (katalog_testenv::TestEnv, Scratch) {
     let dir = Scratch::new(t);
     let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+    // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+    std::fs::copy(
+        repo("katalogs/crontab.crd.yaml"),
+        dir.path("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
     std::fs::write(dir.path("admission.yaml"), CRONTAB_ADMISSION).expect("writing admission.yaml");
     (env, dir)
 }
@@ -724,6 +730,12 @@ fn least_privilege_from_deploy_rbac() {
     let dir = Scratch::new(t);
     let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+    // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+    std::fs::copy(
+        repo("katalogs/crontab.crd.yaml"),
+        dir.path("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
     std::fs::write(dir.path("admission.yaml"), CRONTAB_ADMISSION).expect("writing admission.yaml");
     let token = ok(env.kubectl([
         "create",

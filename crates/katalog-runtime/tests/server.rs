@@ -434,6 +434,14 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) -> Duration {
 
 const HOSTPORT_V1: &str = include_str!("../../../katalogs/hostport.yaml");
 
+/// hostport.yaml without its `crd:` (the line stays, so locations do), for
+/// tests about the Katalog alone, written where its CRD is not.
+fn hostport_without_crd() -> String {
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "# no crd");
+    assert_ne!(katalog, HOSTPORT_V1);
+    katalog
+}
+
 fn hostport_review() -> Vec<u8> {
     conversion_review(
         "apiextensions.k8s.io/v1",
@@ -448,7 +456,8 @@ fn hostport_review() -> Vec<u8> {
 fn katalog_reload_good_is_served_bad_keeps_the_old() {
     let scratch = Scratch::new("reload-katalog");
     let path = scratch.path("hostport.yaml");
-    std::fs::write(&path, HOSTPORT_V1).unwrap();
+    let katalog = hostport_without_crd();
+    std::fs::write(&path, &katalog).unwrap();
     let h = Harness::start("reload", Some(&path), |_| {});
     let mut c = h.client();
     let host = |c: &mut HttpsClient| {
@@ -461,8 +470,8 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
     };
     assert_eq!(host(&mut c)["host"], "localhost");
     // A good change: v2 now calls them `hostname` and `portNumber`.
-    let changed = HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [hostname, portNumber]");
-    assert_ne!(changed, HOSTPORT_V1);
+    let changed = katalog.replace("spoke: [host, port]", "spoke: [hostname, portNumber]");
+    assert_ne!(changed, katalog);
     write_atomic(&path, &changed);
     let took = wait_for("the new Katalog to be served", || {
         host(&mut c)["hostname"] == "localhost"
@@ -488,12 +497,62 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
     assert!(metrics.contains("katalog_reloads_total 2"), "{metrics}");
 }
 
+const HOSTPORT_CRD: &str = include_str!("../../../katalogs/hostport.crd.yaml");
+
+#[test]
+fn katalog_reload_follows_its_crd() {
+    // The Katalog and its CRD side by side in one directory, as in a
+    // ConfigMap: the file of CRDs is not read as a Katalog source.
+    let scratch = Scratch::new("reload-crd");
+    std::fs::write(scratch.path("hostport.yaml"), HOSTPORT_V1).unwrap();
+    let crd = scratch.path("hostport.crd.yaml");
+    std::fs::write(&crd, HOSTPORT_CRD).unwrap();
+    let h = Harness::start("reload-crd", Some(&scratch.path("")), |_| {});
+    let mut c = h.client();
+    let converted = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        converted["response"]["convertedObjects"][0]["host"], "localhost",
+        "{converted}"
+    );
+    // Only the CRD changes: v2 no longer declares `port`. The reload sees
+    // it, refuses the Katalog at the rule's location and keeps serving.
+    let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
+    assert_ne!(edited, HOSTPORT_CRD);
+    write_atomic(&crd, &edited);
+    wait_for("the CRD change to fail the reload", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+    });
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let err = summary["lastReloadError"].as_str().unwrap();
+    assert!(
+        err.contains("hostport.yaml:20:") && err.contains("no such field `port` in v2"),
+        "{err}"
+    );
+    let again = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        again["response"]["convertedObjects"][0]["host"],
+        "localhost"
+    );
+}
+
 #[test]
 fn configmap_style_symlink_swap_is_picked_up() {
     let scratch = Scratch::new("configmap");
     let mount = scratch.path("mount");
     std::fs::create_dir_all(mount.join("..2026_11_30_01")).unwrap();
-    std::fs::write(mount.join("..2026_11_30_01/hostport.yaml"), HOSTPORT_V1).unwrap();
+    std::fs::write(
+        mount.join("..2026_11_30_01/hostport.yaml"),
+        hostport_without_crd(),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("..2026_11_30_01", mount.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/hostport.yaml", mount.join("hostport.yaml")).unwrap();
     let h = Harness::start("configmap", Some(&mount), |_| {});
@@ -510,7 +569,7 @@ fn configmap_style_symlink_swap_is_picked_up() {
     std::fs::create_dir_all(mount.join("..2026_11_30_02")).unwrap();
     std::fs::write(
         mount.join("..2026_11_30_02/hostport.yaml"),
-        HOSTPORT_V1.replace("spoke: [host, port]", "spoke: [server, port]"),
+        hostport_without_crd().replace("spoke: [host, port]", "spoke: [server, port]"),
     )
     .unwrap();
     std::os::unix::fs::symlink("..2026_11_30_02", mount.join("..data_tmp")).unwrap();
@@ -663,7 +722,7 @@ fn readiness_waits_for_a_katalog() {
         c.post_json("/convert", &hostport_review()).unwrap().status,
         503
     );
-    write_atomic(&path, HOSTPORT_V1);
+    write_atomic(&path, &hostport_without_crd());
     wait_for("readiness", || c.get("/readyz").unwrap().status == 200);
     assert_eq!(
         c.post_json("/convert", &hostport_review()).unwrap().status,

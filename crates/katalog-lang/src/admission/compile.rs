@@ -26,6 +26,11 @@ struct Ctx<'a> {
     /// Namespaces no rule applies in.
     excluded: &'a [String],
     scope: CelScope,
+    /// The CRDs of the declared resources, to check rule paths against.
+    schemas: &'a crate::schema::Schemas,
+    /// The declared resources the current rule selects (paths are checked
+    /// against the schema of each at the rule's version).
+    targets: Vec<super::DeclaredTarget>,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -127,7 +132,10 @@ impl Ctx<'_> {
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
         match Path::parse(text) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                self.check_schema(&p, at);
+                Some(p)
+            }
             Err(e) => {
                 self.error(at, ErrorKind::Path, e.to_string()).help = Some(
                     "paths look like `spec.replicas`, `spec.containers[*].image` or `metadata.labels[\"app.kubernetes.io/name\"]`"
@@ -135,6 +143,40 @@ impl Ctx<'_> {
                 );
                 None
             }
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Report a path the schema of a declared resource the rule selects
+    /// does not declare. Paths relative to a `forEach` element are not
+    /// checked yet.
+    fn check_schema(&mut self, path: &Path, at: &DocPath) {
+        if self.scope.element {
+            return;
+        }
+        let mut problems = Vec::new();
+        for t in &self.targets {
+            let Some(r) = self
+                .resources
+                .iter()
+                .find(|r| r.group == t.group && r.plural == t.plural)
+            else {
+                continue;
+            };
+            let Some(schema) = self
+                .schemas
+                .crd(&r.group, &r.kind)
+                .and_then(|c| c.version(&t.version))
+                .and_then(|v| v.schema.as_ref())
+            else {
+                continue;
+            };
+            let version = format!("{} {}", r.kind, t.version);
+            problems.extend(crate::schema::path_problem(schema, path, &version));
+        }
+        for (message, help) in problems {
+            self.error(at, ErrorKind::Schema, message).help = Some(help);
         }
     }
 }
@@ -158,7 +200,12 @@ pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
 /// Compile the admission rules and protections of every document; rules on
 /// the declared `resources` are resolved to the one version they are
 /// written against.
-pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostics) -> AdmissionIr {
+pub fn compile(
+    loaded: &Loaded,
+    resources: &[ResourceIr],
+    schemas: &crate::schema::Schemas,
+    diags: &mut Diagnostics,
+) -> AdmissionIr {
     let mut ir = AdmissionIr {
         timeout_seconds: 10,
         exclude_engine_namespace: true,
@@ -221,6 +268,8 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
                 variables: ir.variables.iter().map(|(n, _)| n.clone()).collect(),
                 element: false,
             },
+            schemas,
+            targets: Vec::new(),
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -263,6 +312,7 @@ pub fn compile(loaded: &Loaded, resources: &[ResourceIr], diags: &mut Diagnostic
                 ir.mutations.push(m);
             }
         }
+        ctx.targets.clear();
         let sec = &doc.doc.spec.security;
         let sec_at = DocPath::default().key("spec").key("security");
         let dp = &sec.deletion_protection;
@@ -578,6 +628,7 @@ fn matcher(
         ..Default::default()
     };
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
+    ctx.targets = ir.declared.clone();
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
     match super::autogen::controllers_for(&ir.resources, subresources, pod_controllers) {
         Ok(c) => ir.pod_controllers = c,

@@ -173,6 +173,18 @@ impl Katalog {
         let dir = Scratch::new(name);
         let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
         std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
+        // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+        std::fs::copy(
+            repo("katalogs/crontab.crd.yaml"),
+            dir.path("crontab.crd.yaml"),
+        )
+        .expect("copying crontab.crd.yaml");
+        // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
+        std::fs::copy(
+            repo("katalogs/crontab.crd.yaml"),
+            dir.path("crontab.crd.yaml"),
+        )
+        .expect("copying crontab.crd.yaml");
         std::fs::write(dir.path("admission.yaml"), extra).expect("writing admission.yaml");
         let server = Katalog::start(&dir.path(""));
         (dir, server)
