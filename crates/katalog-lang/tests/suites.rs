@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use katalog_lang::suite::run_case;
-use katalog_lang::{Source, compile_sources};
+use katalog_lang::{Source, compile_with_crds};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -74,7 +74,16 @@ fn every_example_and_data_suite_passes() {
         for suite in docs {
             let base = file.parent().expect("a parent directory");
             let sources = katalog_sources(&base.join(&suite.spec.katalog));
-            let ir = compile_sources(&sources).unwrap_or_else(|d| panic!("{}", d.render()));
+            // With the CRDs the Katalog names, as `katalog test` reads them.
+            let ir = compile_with_crds(&sources, |r| {
+                let path = r.path();
+                if path.is_dir() || path.is_file() {
+                    Ok(katalog_sources(&path))
+                } else {
+                    Err(format!("{} does not exist", path.display()))
+                }
+            })
+            .unwrap_or_else(|d| panic!("{}", d.render()));
             for case in &suite.spec.cases {
                 let result = run_case(&ir, case);
                 if result.passed {
