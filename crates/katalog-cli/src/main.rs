@@ -217,6 +217,14 @@ struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
     body_limit: usize,
+    /// Reviews read or evaluated at once; more get 429 (a timed-out
+    /// evaluation counts until it ends).
+    #[arg(long, env = "KATALOG_MAX_REVIEWS_IN_FLIGHT", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_reviews_in_flight: u32,
+    /// Request bytes the reviews in flight may hold together; a review that
+    /// would go over gets 429 (one review alone is always taken).
+    #[arg(long, env = "KATALOG_MAX_BYTES_IN_FLIGHT", default_value_t = 128 * 1024 * 1024)]
+    max_bytes_in_flight: usize,
     /// Longest evaluation of one review, in seconds.
     #[arg(long, env = "KATALOG_REQUEST_TIMEOUT", default_value_t = 25.0)]
     request_timeout: f64,
@@ -825,6 +833,8 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
     config.body_limit = args.body_limit;
+    config.max_reviews_in_flight = args.max_reviews_in_flight as usize;
+    config.max_bytes_in_flight = args.max_bytes_in_flight;
     config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
     config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);

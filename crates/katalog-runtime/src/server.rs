@@ -33,6 +33,12 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Largest request body accepted (a LIST page of 500 objects is several MB).
     pub body_limit: usize,
+    /// Reviews read or evaluated at once; more are answered 429 (a timed-out
+    /// evaluation counts until it ends).
+    pub max_reviews_in_flight: usize,
+    /// Request bytes held by reviews in flight; a review that would go over
+    /// is answered 429. Memory per review is a multiple of its size.
+    pub max_bytes_in_flight: usize,
     /// Longest evaluation of one review (the apiserver gives up after 30 s).
     pub request_timeout: Duration,
     /// Longest time a client may take to send its request.
@@ -53,6 +59,8 @@ impl Config {
             tls_key,
             metrics_listen: None,
             body_limit: 32 * 1024 * 1024,
+            max_reviews_in_flight: 64,
+            max_bytes_in_flight: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(25),
             client_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(20),
@@ -169,7 +177,11 @@ async fn read_body(
 /// `should_close_for_unread_payload` in actix-http's h1 dispatcher).
 fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
     let status = resp.status();
-    let content_type = resp.headers().get(CONTENT_TYPE).cloned();
+    let headers: Vec<_> = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let body = match actix_web::body::MessageBody::try_into_bytes(resp.into_body()) {
         Ok(bytes) => bytes,
         Err(_) => web::Bytes::new(),
@@ -184,8 +196,8 @@ fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
         },
     );
     let mut builder = HttpResponse::build(status);
-    if let Some(ct) = content_type {
-        builder.insert_header((CONTENT_TYPE, ct));
+    for header in headers {
+        builder.insert_header(header);
     }
     builder.force_close().streaming(stream)
 }
@@ -260,19 +272,81 @@ fn summarize_conversion(review: &Value) -> ConversionSummary {
 /// Counts a review in `katalog_reviews_in_flight` until it is answered and
 /// its evaluation has finished (shared with the evaluation, which goes on
 /// after a 504 until it ends).
-struct InFlight(prometheus_client::metrics::gauge::Gauge);
+struct InFlight {
+    gauge: prometheus_client::metrics::gauge::Gauge,
+    bytes: Arc<std::sync::atomic::AtomicUsize>,
+    held: std::sync::atomic::AtomicUsize,
+}
 
 impl InFlight {
     fn new(state: &State) -> Self {
         state.metrics.in_flight.inc();
-        InFlight(state.metrics.in_flight.clone())
+        InFlight {
+            gauge: state.metrics.in_flight.clone(),
+            bytes: state.bytes_in_flight.clone(),
+            held: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether the server holds more reviews than it may (this one included).
+    fn over_count(&self, state: &State) -> bool {
+        usize::try_from(self.gauge.get()).unwrap_or(0) > state.config.max_reviews_in_flight
+    }
+
+    /// Hold `n` more request bytes, unless that goes over the limit.
+    fn hold_bytes(&self, n: usize, limit: usize) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let before = self.bytes.fetch_add(n, SeqCst);
+        if before.saturating_add(n) > limit && before > 0 {
+            self.bytes.fetch_sub(n, SeqCst);
+            return false;
+        }
+        self.held.fetch_add(n, SeqCst);
+        true
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.dec();
+        self.gauge.dec();
+        self.bytes
+            .fetch_sub(*self.held.get_mut(), std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// 429: the server holds as many reviews (or bytes) as it may; the
+/// apiserver retries under its failure policy.
+fn too_busy(state: &State, what: String) -> HttpResponse {
+    let mut resp = error(StatusCode::TOO_MANY_REQUESTS, "TooManyReviews", what, state);
+    resp.headers_mut().insert(
+        actix_web::http::header::RETRY_AFTER,
+        actix_web::http::header::HeaderValue::from_static("1"),
+    );
+    resp
+}
+
+/// The refusal of a review the limits have no room for: before its body
+/// is read (the count) or after (the bytes it holds).
+fn refusal(state: &State, in_flight: &InFlight, body_len: usize) -> Option<HttpResponse> {
+    if in_flight.over_count(state) {
+        return Some(too_busy(
+            state,
+            format!(
+                "more than {} reviews in flight (--max-reviews-in-flight); retry",
+                state.config.max_reviews_in_flight
+            ),
+        ));
+    }
+    if !in_flight.hold_bytes(body_len, state.config.max_bytes_in_flight) {
+        return Some(too_busy(
+            state,
+            format!(
+                "the reviews in flight hold over {} bytes (--max-bytes-in-flight); retry",
+                state.config.max_bytes_in_flight
+            ),
+        ));
+    }
+    None
 }
 
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
@@ -294,10 +368,16 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
             &state,
         );
     }
+    if let Some(resp) = refusal(&state, &in_flight, 0) {
+        return closing(resp, payload);
+    }
     let body = match read_body(&req, payload, &state).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    if let Some(resp) = refusal(&state, &in_flight, body.len()) {
+        return resp;
+    }
     let ir = loaded.ir.clone();
     let outcome = off_reactor(&state, &in_flight, move || {
         let value: Value = serde_json::from_slice(&body)
@@ -409,10 +489,16 @@ async fn admission(
             &state,
         );
     }
+    if let Some(resp) = refusal(&state, &in_flight, 0) {
+        return closing(resp, payload);
+    }
     let body = match read_body(&req, payload, &state).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    if let Some(resp) = refusal(&state, &in_flight, body.len()) {
+        return resp;
+    }
     let ir = loaded.ir.clone();
     // A generated webhook names its group of rules; the apiserver applied
     // that group's selectors. An id the Katalog no longer has (a webhook

@@ -30,6 +30,8 @@ pub struct State {
     failed_hash: Mutex<Option<String>>,
     pub metrics: Metrics,
     pub stats: Stats,
+    /// Request bytes held by the reviews in flight (`--max-bytes-in-flight`).
+    pub bytes_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn fnv1a(parts: &[&[u8]]) -> String {
@@ -68,6 +70,7 @@ impl State {
             failed_hash: Mutex::new(None),
             metrics: Metrics::default(),
             stats: Stats::default(),
+            bytes_in_flight: Arc::default(),
         }
     }
 

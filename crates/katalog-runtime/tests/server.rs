@@ -799,3 +799,97 @@ spec:
         started.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
+    let scratch = Scratch::new("busy-katalog");
+    std::fs::write(
+        scratch.path("k.yaml"),
+        r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: busy}
+spec:
+  admission:
+    validations:
+      - name: quadratic
+        resources: [v1/pods]
+        check:
+          cel: "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))"
+"#,
+    )
+    .unwrap();
+    let h = Harness::start("busy", Some(&scratch.path("k.yaml")), |c| {
+        c.max_reviews_in_flight = 1;
+        c.max_bytes_in_flight = 1024;
+    });
+    let slow = |n: usize| {
+        let containers: Vec<Value> = (0..n)
+            .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
+            .collect();
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "busy", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "p", "namespace": "default", "operation": "CREATE",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                           "spec": {"containers": containers}}
+            }
+        }))
+        .unwrap()
+    };
+    let mut first = h.client();
+    let body = slow(500);
+    let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
+    let mut probe = h.client();
+    wait_for("the first review to be in flight", || {
+        probe
+            .get("/metrics")
+            .unwrap()
+            .text()
+            .contains("katalog_reviews_in_flight 1")
+    });
+    // A second review while the first one holds the only place.
+    let mut c = h.client();
+    let r = c.post_json("/validate", &slow(1)).unwrap();
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.json().unwrap()["reason"], "TooManyReviews");
+    assert_eq!(running.join().unwrap(), 200);
+    // Room again: a review is answered.
+    let mut c = h.client();
+    let r = c.post_json("/validate", &slow(1)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let metrics = probe.get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains(r#"katalog_http_errors_total{reason="TooManyReviews"} 1"#),
+        "{metrics}"
+    );
+    drop(h);
+
+    // The same with room for reviews but not for their bytes.
+    let h = Harness::start("busy-bytes", Some(&scratch.path("k.yaml")), |c| {
+        c.max_reviews_in_flight = 8;
+        c.max_bytes_in_flight = 1024;
+    });
+    let mut first = h.client();
+    let body = slow(500);
+    let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
+    let mut probe = h.client();
+    wait_for("the first review to be in flight", || {
+        probe
+            .get("/metrics")
+            .unwrap()
+            .text()
+            .contains("katalog_reviews_in_flight 1")
+    });
+    let mut c = h.client();
+    let r = c.post_json("/validate", &slow(1)).unwrap();
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(r.text().contains("--max-bytes-in-flight"), "{}", r.text());
+    assert_eq!(running.join().unwrap(), 200);
+    let r = c.post_json("/validate", &slow(1)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+}
