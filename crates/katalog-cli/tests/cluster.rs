@@ -352,6 +352,12 @@ fn serve_with_a_self_signed_secret_registers_converts_and_restarts() {
         dir.join("crontab.yaml"),
     )
     .expect("copying crontab.yaml");
+    // The CRD its `crd:` names, beside it.
+    std::fs::copy(
+        root().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
     std::fs::write(dir.join("cleanup.yaml"), CLEANUP).expect("writing cleanup.yaml");
     let mut serve = Serve::start_with(&env, port, &dir, "katalog-cleanup");
     serve.line("certificate: Secret katalog-system/katalog-cli-certs unchanged");
