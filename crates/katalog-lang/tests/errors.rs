@@ -3,6 +3,8 @@
 //! file. Run with `BLESS=1` to rewrite the expected files after a deliberate
 //! change, then review the diff.
 
+mod common;
+
 use std::path::Path;
 
 use katalog_lang::{Source, compile_sources};
@@ -10,7 +12,6 @@ use katalog_lang::{Source, compile_sources};
 #[test]
 fn error_messages_match_golden_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/errors");
-    let bless = std::env::var_os("BLESS").is_some();
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -34,17 +35,7 @@ fn error_messages_match_golden_files() {
             Err(diags) => diags.render(),
         };
         let expected_path = path.with_extension("expected");
-        if bless {
-            std::fs::write(&expected_path, &rendered).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path)
-            .unwrap_or_else(|_| panic!("missing {}; run with BLESS=1", expected_path.display()));
-        if expected != rendered {
-            mismatches.push(format!(
-                "--- {name}: expected\n{expected}\n--- got\n{rendered}"
-            ));
-        }
+        common::golden(&name, &expected_path, &rendered, &mut mismatches);
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }

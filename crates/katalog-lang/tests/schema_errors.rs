@@ -6,6 +6,8 @@
 //! its warnings when it compiles. Run with `BLESS=1` to rewrite the expected
 //! files after a deliberate change, then review the diff.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use katalog_lang::load::CrdReference;
@@ -38,7 +40,6 @@ fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
 fn schema_error_messages_match_golden_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("testdata/schema-errors");
-    let bless = std::env::var_os("BLESS").is_some();
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -79,17 +80,7 @@ fn schema_error_messages_match_golden_files() {
             Err(diags) => diags.render(),
         };
         let expected_path = path.with_extension("expected");
-        if bless {
-            std::fs::write(&expected_path, &rendered).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path)
-            .unwrap_or_else(|_| panic!("missing {}; run with BLESS=1", expected_path.display()));
-        if expected != rendered {
-            mismatches.push(format!(
-                "--- {name}: expected\n{expected}\n--- got\n{rendered}"
-            ));
-        }
+        common::golden(&name, &expected_path, &rendered, &mut mismatches);
     }
     std::env::set_current_dir(cwd).unwrap();
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));

@@ -4,6 +4,8 @@
 //! case that passes is an expectation the runner skipped. Run with
 //! `BLESS=1` to rewrite the expected files, then review the diff.
 
+mod common;
+
 use std::path::Path;
 
 use katalog_lang::suite::run_case;
@@ -12,7 +14,6 @@ use katalog_lang::{Source, compile_sources};
 #[test]
 fn every_stated_expectation_is_checked() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/suite-expectations");
-    let bless = std::env::var_os("BLESS").is_some();
     let mut suites: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -46,17 +47,7 @@ fn every_stated_expectation_is_checked() {
             }
         }
         let expected_path = path.with_file_name(name.replace(".test.yaml", ".expected"));
-        if bless {
-            std::fs::write(&expected_path, &rendered).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path)
-            .unwrap_or_else(|_| panic!("missing {}; run with BLESS=1", expected_path.display()));
-        if expected != rendered {
-            problems.push(format!(
-                "--- {name}: expected\n{expected}\n--- got\n{rendered}"
-            ));
-        }
+        common::golden(&name, &expected_path, &rendered, &mut problems);
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
