@@ -730,12 +730,9 @@ fn readiness_waits_for_a_katalog() {
     );
 }
 
-#[test]
-fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
-    let scratch = Scratch::new("slow-katalog");
-    std::fs::write(
-        scratch.path("k.yaml"),
-        r#"
+/// A Katalog whose one check is quadratic in the number of containers: a
+/// review of a few hundred takes seconds in a debug build.
+const SLOW_KATALOG: &str = r#"
 apiVersion: katalog.dev/v1alpha1
 kind: Katalog
 metadata: {name: slow}
@@ -746,17 +743,14 @@ spec:
         resources: [v1/pods]
         check:
           cel: "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))"
-"#,
-    )
-    .unwrap();
-    let h = Harness::start("slow", Some(&scratch.path("k.yaml")), |c| {
-        c.request_timeout = Duration::from_millis(200)
-    });
-    let mut c = h.client();
-    let containers: Vec<Value> = (0..600)
+"#;
+
+/// A CREATE review of a Pod with `n` containers.
+fn slow_review(n: usize) -> Vec<u8> {
+    let containers: Vec<Value> = (0..n)
         .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
         .collect();
-    let review = serde_json::to_vec(&json!({
+    serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": "slow", "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -767,7 +761,18 @@ spec:
                        "spec": {"containers": containers}}
         }
     }))
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
+    let scratch = Scratch::new("slow-katalog");
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
+    let h = Harness::start("slow", Some(&scratch.path("k.yaml")), |c| {
+        c.request_timeout = Duration::from_millis(200)
+    });
+    let mut c = h.client();
+    let review = slow_review(600);
     let started = Instant::now();
     let r = c.post_json("/validate", &review).unwrap();
     assert_eq!(r.status, 504, "{}", r.text());
@@ -803,43 +808,12 @@ spec:
 #[test]
 fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let scratch = Scratch::new("busy-katalog");
-    std::fs::write(
-        scratch.path("k.yaml"),
-        r#"
-apiVersion: katalog.dev/v1alpha1
-kind: Katalog
-metadata: {name: busy}
-spec:
-  admission:
-    validations:
-      - name: quadratic
-        resources: [v1/pods]
-        check:
-          cel: "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))"
-"#,
-    )
-    .unwrap();
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
     let h = Harness::start("busy", Some(&scratch.path("k.yaml")), |c| {
         c.max_reviews_in_flight = 1;
         c.max_bytes_in_flight = 1024;
     });
-    let slow = |n: usize| {
-        let containers: Vec<Value> = (0..n)
-            .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
-            .collect();
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "busy", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "name": "p", "namespace": "default", "operation": "CREATE",
-                "userInfo": {"username": "alice"},
-                "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                           "spec": {"containers": containers}}
-            }
-        }))
-        .unwrap()
-    };
+    let slow = slow_review;
     let mut first = h.client();
     let body = slow(500);
     let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
