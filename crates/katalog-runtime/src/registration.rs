@@ -560,6 +560,15 @@ spec:
             .unwrap()
     }
 
+    /// The engine's Service in katalog-system.
+    fn service() -> Target {
+        Target::Service {
+            namespace: "katalog-system".into(),
+            name: "katalog".into(),
+            port: 443,
+        }
+    }
+
     fn names_in(sel: &Option<LabelSelector>) -> Vec<String> {
         sel.as_ref()
             .and_then(|s| s.match_expressions.as_ref())
@@ -572,14 +581,7 @@ spec:
 
     #[test]
     fn every_rule_keeps_its_selectors_and_kube_system_and_the_engine_namespace_are_left_out() {
-        let hooks = validating(
-            SELECTORS,
-            Target::Service {
-                namespace: "katalog-system".into(),
-                name: "katalog".into(),
-                port: 443,
-            },
-        );
+        let hooks = validating(SELECTORS, service());
         assert_eq!(hooks.len(), 3, "{hooks:#?}");
         for h in &hooks {
             assert_eq!(
@@ -640,14 +642,7 @@ spec:
             "    timeoutSeconds: 7\n    excludeNamespaces: []\n    excludeEngineNamespace: false\n",
         );
         assert_ne!(everywhere, SELECTORS);
-        let hooks = validating(
-            &everywhere,
-            Target::Service {
-                namespace: "katalog-system".into(),
-                name: "katalog".into(),
-                port: 443,
-            },
-        );
+        let hooks = validating(&everywhere, service());
         assert!(
             hooks
                 .iter()
@@ -658,14 +653,7 @@ spec:
             "    timeoutSeconds: 7\n",
             "    timeoutSeconds: 7\n    excludeNamespaces: [ops]\n",
         );
-        let hooks = validating(
-            &only_engine,
-            Target::Service {
-                namespace: "katalog-system".into(),
-                name: "katalog".into(),
-                port: 443,
-            },
-        );
+        let hooks = validating(&only_engine, service());
         assert!(
             hooks
                 .iter()

@@ -764,6 +764,29 @@ fn slow_review(n: usize) -> Vec<u8> {
     .unwrap()
 }
 
+/// A slow review (500 containers) sent on its own thread, once the server
+/// counts it in flight; its status comes from the handle. Also a client to
+/// probe the server with.
+fn slow_review_in_flight(
+    h: &Harness,
+) -> (
+    std::thread::JoinHandle<u16>,
+    katalog_runtime::client::HttpsClient,
+) {
+    let mut first = h.client();
+    let body = slow_review(500);
+    let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
+    let mut probe = h.client();
+    wait_for("the first review to be in flight", || {
+        probe
+            .get("/metrics")
+            .unwrap()
+            .text()
+            .contains("katalog_reviews_in_flight 1")
+    });
+    (running, probe)
+}
+
 #[test]
 fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
     let scratch = Scratch::new("slow-katalog");
@@ -814,17 +837,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
         c.max_bytes_in_flight = 1024;
     });
     let slow = slow_review;
-    let mut first = h.client();
-    let body = slow(500);
-    let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
-    let mut probe = h.client();
-    wait_for("the first review to be in flight", || {
-        probe
-            .get("/metrics")
-            .unwrap()
-            .text()
-            .contains("katalog_reviews_in_flight 1")
-    });
+    let (running, mut probe) = slow_review_in_flight(&h);
     // A second review while the first one holds the only place.
     let mut c = h.client();
     let r = c.post_json("/validate", &slow(1)).unwrap();
@@ -848,17 +861,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
         c.max_reviews_in_flight = 8;
         c.max_bytes_in_flight = 1024;
     });
-    let mut first = h.client();
-    let body = slow(500);
-    let running = std::thread::spawn(move || first.post_json("/validate", &body).unwrap().status);
-    let mut probe = h.client();
-    wait_for("the first review to be in flight", || {
-        probe
-            .get("/metrics")
-            .unwrap()
-            .text()
-            .contains("katalog_reviews_in_flight 1")
-    });
+    let (running, _probe) = slow_review_in_flight(&h);
     let mut c = h.client();
     let r = c.post_json("/validate", &slow(1)).unwrap();
     assert_eq!(r.status, 429, "{}", r.text());
