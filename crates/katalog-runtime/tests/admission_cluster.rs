@@ -99,6 +99,26 @@ fn at(version: &str) -> String {
     format!("crontabs.{version}.stable.example.com")
 }
 
+/// `kubectl patch` of a CronTab in `dev` at `version`, with a patch of this type.
+fn patch(
+    env: &katalog_testenv::TestEnv,
+    version: &str,
+    name: &str,
+    kind: &str,
+    patch: &Value,
+) -> std::process::Output {
+    env.kubectl([
+        "patch",
+        &at(version),
+        name,
+        "-n",
+        "dev",
+        &format!("--type={kind}"),
+        "-p",
+        &patch.to_string(),
+    ])
+}
+
 #[track_caller]
 fn denied_by(stderr: &str, rule: &str) {
     assert!(
@@ -163,16 +183,7 @@ fn rules_hold_at_every_served_version_and_keep_their_namespace_selector() {
         // JSON patch and merge patch at this version.
         let json_patch = json!([{"op": "replace", "path": image_pointer(version), "value": "docker.io/backup:3"}]);
         denied_by(
-            &fails(env.kubectl([
-                "patch",
-                &at(version),
-                &name,
-                "-n",
-                "dev",
-                "--type=json",
-                "-p",
-                &json_patch.to_string(),
-            ])),
+            &fails(patch(&env, version, &name, "json", &json_patch)),
             "registry",
         );
         let merge = if version == "v2" {
@@ -181,16 +192,7 @@ fn rules_hold_at_every_served_version_and_keep_their_namespace_selector() {
             json!({"spec": {"image": "docker.io/backup:4"}})
         };
         denied_by(
-            &fails(env.kubectl([
-                "patch",
-                &at(version),
-                &name,
-                "-n",
-                "dev",
-                "--type=merge",
-                "-p",
-                &merge.to_string(),
-            ])),
+            &fails(patch(&env, version, &name, "merge", &merge)),
             "registry",
         );
         // Server-side apply at this version.
