@@ -43,10 +43,19 @@ mod test_cmd;
 use exit::{Exit, KATALOG, NO, RUNTIME, USAGE};
 use katalog_runtime::files;
 
+/// `katalog --version` and `katalog version`: the crate version and the git
+/// commit it was built from (see build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KATALOG_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "katalog",
-    version,
+    version = VERSION,
     about = "Declarative Kubernetes webhooks: conversion and admission from one YAML Katalog"
 )]
 struct Cli {
@@ -64,6 +73,9 @@ enum Format {
 enum Command {
     /// Load and compile Katalogs; report every error and warning. Exit 0
     /// valid, 1 invalid, 2 usage (see docs/cli.md).
+    #[command(
+        after_help = "Examples:\n  katalog check katalogs/crontab.yaml\n  katalog check --strict /etc/katalog/katalog"
+    )]
     Check {
         /// Katalog files or directories.
         #[arg(required = true)]
@@ -74,12 +86,17 @@ enum Command {
     },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
+    #[command(
+        after_help = "Examples:\n  katalog convert --katalog katalogs/crontab.yaml --to v2 katalogs/examples/crontab-v1.yaml\n  kubectl get crontabs -o yaml | katalog convert --katalog katalogs/crontab.yaml --to v1beta1 -"
+    )]
     Convert {
+        /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         /// Target version (`v2`) or apiVersion (`stable.example.com/v2`).
         #[arg(long)]
         to: String,
+        /// Output format.
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
         /// A YAML or JSON file holding one or more objects (documents, a JSON
@@ -88,7 +105,11 @@ enum Command {
         file: String,
     },
     /// Answer a raw ConversionReview or AdmissionReview (JSON) exactly as the server would.
+    #[command(
+        after_help = "Example:\n  katalog review --katalog katalogs/crontab.yaml crates/katalog-lang/src/testdata/conversion-review-v1.json"
+    )]
     Review {
+        /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         /// For an AdmissionReview: the webhook endpoint that answers it.
@@ -101,28 +122,38 @@ enum Command {
     /// Dry-run admission: mutations, then validations and protections on the
     /// mutated object, for each object of the input. Exit 0 all allowed,
     /// 1 any denied, 2 usage, 3 the Katalog does not compile.
+    #[command(
+        after_help = "Examples:\n  katalog admit --katalog katalogs/pod-security.yaml katalogs/examples/pod-baseline.yaml\n  kubectl get pods -A -o yaml | katalog admit --katalog katalogs/pod-security-restricted.yaml -o junit -"
+    )]
     Admit {
+        /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
+        /// The operation of the simulated request (default CREATE, or UPDATE with --old).
         #[arg(long, value_enum)]
         operation: Option<OperationArg>,
         /// The object before the change (UPDATE, DELETE); only with one object.
         #[arg(long)]
         old: Option<PathBuf>,
+        /// The requesting user's name (default katalog-cli).
         #[arg(long)]
         user: Option<String>,
+        /// A group of the requesting user; may be repeated.
         #[arg(long = "group")]
         groups: Vec<String>,
+        /// The request's namespace (default: the object's metadata.namespace).
         #[arg(long)]
         namespace: Option<String>,
         /// `group/version/resource`, when it cannot be told from the object.
         #[arg(long)]
         resource: Option<String>,
+        /// The subresource of the request (`status`, `scale`, ...).
         #[arg(long)]
         subresource: Option<String>,
         /// The Namespace object, for namespace selectors and `namespaceObject`.
         #[arg(long)]
         namespace_object: Option<PathBuf>,
+        /// Output format.
         #[arg(short, long, value_enum, default_value = "text")]
         output: AdmitFormat,
         /// The objects (YAML or JSON: documents, an array, a `kind: List`); `-`
@@ -131,10 +162,14 @@ enum Command {
     },
     /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any
     /// failure, 2 usage, 3 a suite's Katalog does not compile.
+    #[command(
+        after_help = "Examples:\n  katalog test katalogs testdata\n  katalog test katalogs/crontab.test.yaml --case 'round trip' --fail-only"
+    )]
     Test {
         /// Suite files, or directories searched for `*.test.yaml`.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Report format.
         #[arg(short, long, value_enum, default_value = "table")]
         output: test_cmd::Report,
         /// Show only failing cases.
@@ -146,21 +181,32 @@ enum Command {
     },
     /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
     /// development CA and certificate are generated.
+    #[command(
+        after_help = "Examples:\n  katalog serve --katalog katalogs/crontab.yaml --listen 127.0.0.1:8443\n  katalog serve --katalog /etc/katalog/katalog --self-signed-secret katalog-system/katalog-tls \\\n    --register --leader-election-namespace katalog-system --metrics-listen 0.0.0.0:9090"
+    )]
     Serve(Box<ServeArgs>),
     /// Print the webhook configurations and CRD conversion patches the engine
     /// would apply (for GitOps review); needs no cluster.
+    #[command(
+        after_help = "Examples:\n  katalog manifests --katalog katalogs/crontab.yaml --ca-bundle ca.crt\n  katalog manifests --katalog katalogs/crontab.yaml --url https://127.0.0.1:8443 -o json"
+    )]
     Manifests {
         #[command(flatten)]
         target: TargetArgs,
+        /// Output format.
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
     },
     /// Register the engine with the cluster: server-side apply of the webhook
     /// configurations, removal of those no longer declared, and each CRD's
     /// spec.conversion (refused when its storage version is not the hub).
+    #[command(
+        after_help = "Example:\n  katalog register --katalog katalogs/crontab.yaml --ca-bundle ca.crt --kubeconfig ~/.kube/config"
+    )]
     Register(RegisterArgs),
     /// Delete the webhook configurations `register` manages (CRD conversion
     /// settings are left: objects stored at other versions need them).
+    #[command(after_help = "Example:\n  katalog unregister --name katalog")]
     Unregister {
         /// Base name of the configurations.
         #[arg(long, default_value = "katalog")]
@@ -172,6 +218,9 @@ enum Command {
     /// After a storage-version change, rewrite every object of a CRD at the
     /// new storage version, then prune status.storedVersions to it (refused
     /// when any object failed to be rewritten).
+    #[command(
+        after_help = "Examples:\n  katalog migrate-storage --crd crontabs.stable.example.com\n  katalog migrate-storage --crd crontabs.stable.example.com --rate 20 --resume-from TOKEN"
+    )]
     MigrateStorage {
         /// The CRD's name (<plural>.<group>).
         #[arg(long)]
@@ -190,12 +239,25 @@ enum Command {
         resume_from: Option<String>,
     },
     /// Print intermediate stages.
+    #[command(after_help = "Example:\n  katalog debug ir --katalog katalogs/crontab.yaml")]
     Debug {
         #[command(subcommand)]
         what: DebugCommand,
     },
     /// Print the JSON Schema of the Katalog document.
+    #[command(after_help = "Example:\n  katalog schema > katalog.schema.json")]
     Schema,
+    /// Print the version and the git commit the binary was built from.
+    #[command(after_help = "Example:\n  katalog version")]
+    Version,
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  katalog completion bash > /etc/bash_completion.d/katalog\n  katalog completion zsh > \"${fpath[1]}/_katalog\"\n  katalog completion fish > ~/.config/fish/completions/katalog.fish"
+    )]
+    Completion {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args)]
@@ -204,11 +266,13 @@ struct ServeArgs {
     /// A Katalog file or directory (e.g. a mounted ConfigMap); watched for changes.
     #[arg(long, env = "KATALOG_KATALOG")]
     katalog: PathBuf,
+    /// Address of the HTTPS webhook listener.
     #[arg(long, env = "KATALOG_LISTEN", default_value = "0.0.0.0:8443")]
     listen: std::net::SocketAddr,
     /// Serving certificate (PEM); watched for rotation.
     #[arg(long, env = "KATALOG_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM); watched for rotation.
     #[arg(long, env = "KATALOG_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Plain-HTTP listener for /metrics, /healthz and /readyz.
@@ -237,14 +301,17 @@ struct ServeArgs {
     /// Worker threads (default: one per core).
     #[arg(long, env = "KATALOG_WORKERS")]
     workers: Option<usize>,
+    /// Log line format (standard error).
     #[arg(long, env = "KATALOG_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormatArg,
     /// Where the development CA and certificate are written.
     #[arg(long, env = "KATALOG_DEV_CERT_DIR")]
     dev_cert_dir: Option<PathBuf>,
-    /// Service name and namespace the development certificate also covers.
+    /// Name of the Service in front of the engine: the certificate covers
+    /// it and --register points the webhooks at it.
     #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
     service_name: String,
+    /// Namespace of that Service.
     #[arg(
         long,
         env = "KATALOG_SERVICE_NAMESPACE",
@@ -313,6 +380,7 @@ struct ServeArgs {
 /// Where the apiserver reaches the engine, shared by `manifests` and `register`.
 #[derive(clap::Args)]
 struct TargetArgs {
+    /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
     #[arg(long, env = "KATALOG_KATALOG")]
     katalog: PathBuf,
     /// Base name of the configurations.
@@ -321,14 +389,17 @@ struct TargetArgs {
     /// Reach the engine at this base URL instead of a Service (development).
     #[arg(long, conflicts_with_all = ["service_name", "service_namespace"])]
     url: Option<String>,
+    /// Name of the Service the webhooks call.
     #[arg(long, env = "KATALOG_SERVICE_NAME", default_value = "katalog")]
     service_name: String,
+    /// Namespace of that Service.
     #[arg(
         long,
         env = "KATALOG_SERVICE_NAMESPACE",
         default_value = "katalog-system"
     )]
     service_namespace: String,
+    /// Port of that Service.
     #[arg(long, default_value_t = 443)]
     service_port: i32,
     /// PEM file of the CA that signed the serving certificate (the caBundle).
@@ -408,7 +479,9 @@ enum AdmitFormat {
 #[derive(Subcommand)]
 enum DebugCommand {
     /// Print the compiled rule IR.
+    #[command(after_help = "Example:\n  katalog debug ir --katalog katalogs/crontab.yaml")]
     Ir {
+        /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
         #[arg(long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
     },
@@ -677,6 +750,17 @@ fn run(cli: Cli) -> Result<(), Exit> {
         } => {
             let ir = load_ir(&katalog)?;
             out!("{ir}");
+            Ok(())
+        }
+        Command::Version => {
+            outln!("katalog {VERSION}");
+            Ok(())
+        }
+        Command::Completion { shell } => {
+            use clap::CommandFactory as _;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "katalog", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(())
         }
         Command::Schema => {
@@ -1102,5 +1186,58 @@ fn print_values(values: &[Value], format: Format) {
                 out!("{}", serde_saphyr::to_string(v).unwrap_or_default());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every subcommand's `--help` shows an example and every flag and
+    /// argument says what it is: walks the whole command tree, so a new
+    /// subcommand or flag without them fails here.
+    #[test]
+    fn every_command_has_an_example_and_every_flag_a_description() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name()).trim().to_string();
+            if path != "katalog" {
+                let example = cmd
+                    .get_after_help()
+                    .map(|h| h.to_string())
+                    .is_some_and(|h| h.starts_with("Example") && h.contains("katalog "));
+                if !example {
+                    missing.push(format!(
+                        "`{path}`: no example (after_help = \"Example:...\")"
+                    ));
+                }
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("`{path}`: `{id}` has no description"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_name() != "help" {
+                    walk(sub, &path, missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn version_names_the_commit() {
+        let v = super::Cli::command().render_version();
+        assert!(
+            v.starts_with(&format!("katalog {} (commit ", env!("CARGO_PKG_VERSION"))),
+            "{v}"
+        );
+        assert!(!v.contains("(commit )"), "{v}");
     }
 }
