@@ -759,6 +759,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             .workers(config.workers.max(1))
             .client_request_timeout(config.client_timeout)
             .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
+            // actix stops at once on SIGINT; `run` drains on SIGINT too.
+            .disable_signals()
             .listen_rustls_0_23(listener, tls_config)
             .map_err(|source| StartError::Listen { addr, source })?
             .run()
@@ -865,6 +867,35 @@ impl ServerThread {
     }
 }
 
+/// SIGTERM and SIGINT (Ctrl-C) both stop gracefully: no new connections,
+/// requests in flight get `shutdown_grace` to finish. SIGQUIT stops at once.
+async fn stop_on_signals(handle: actix_web::dev::ServerHandle) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+    ) else {
+        tracing::error!("failed to install the signal handlers; stop the server with SIGKILL");
+        return;
+    };
+    let graceful = tokio::select! {
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: draining the requests in flight");
+            true
+        }
+        _ = int.recv() => {
+            tracing::info!("SIGINT: draining the requests in flight");
+            true
+        }
+        _ = quit.recv() => {
+            tracing::info!("SIGQUIT: stopping at once");
+            false
+        }
+    };
+    handle.stop(graceful).await;
+}
+
 /// Start and serve until SIGTERM / SIGINT; the entry point of `katalog serve`.
 /// `on_start` is told the bound address and the state once the server
 /// listens; what it returns (e.g. a housekeeper handle) is kept until the
@@ -875,6 +906,7 @@ pub fn run<G>(
 ) -> Result<(), StartError> {
     actix_web::rt::System::new().block_on(async move {
         let running = start(config).await?;
+        actix_web::rt::spawn(stop_on_signals(running.handle.clone()));
         let guard = on_start(running.addr, running.state.clone());
         let addr = running.addr;
         let waited = running.wait().await;
