@@ -389,6 +389,7 @@ pub struct Admission {
     pub failure_policy: Option<FailurePolicy>,
     /// The apiserver's timeout for each webhook call, 1 to 30 (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 30))]
     pub timeout_seconds: Option<u8>,
     /// Namespaces in which no validation or mutation applies (default
     /// `[kube-system]`; `[]` applies them everywhere). The generated webhooks

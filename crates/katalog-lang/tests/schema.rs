@@ -28,6 +28,13 @@ fn katalog_schema_is_up_to_date() {
     let rules = &schema["$defs"]["Rule"]["oneOf"];
     assert!(rules.as_array().is_some_and(|r| r.len() == 15), "{rules}");
     assert_eq!(schema["title"], "Katalog");
+    // The range `check` enforces (the apiserver's own, 1 to 30 seconds).
+    let timeout = &schema["$defs"]["Admission"]["properties"]["timeoutSeconds"];
+    assert_eq!(
+        (&timeout["minimum"], &timeout["maximum"]),
+        (&serde_json::json!(1), &serde_json::json!(30)),
+        "{timeout}"
+    );
     check("katalog.v1alpha1.json", schema);
 }
 
