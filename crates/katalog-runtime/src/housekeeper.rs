@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{self, RegisterReport};
 use crate::leader::{Elector, LeaderElection};
+use crate::metrics::LeaseLabels;
 use crate::registration::{
     MANAGED_BY_LABEL, MANAGER, Registration, SharedCaBundle, crd_conversion_patches,
 };
@@ -323,7 +324,7 @@ impl Housekeeper {
                 },
             }
         }
-        set_leader(&status, elector.as_ref());
+        set_leader(&status, &state, elector.as_ref());
         let mut lease_tick = tokio::time::interval_at(tokio::time::Instant::now() + renew, renew);
         lease_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -458,7 +459,7 @@ impl Housekeeper {
                         } else if was && !now {
                             tracing::warn!(identity = e.identity(), "housekeeper: lost the leadership");
                         }
-                        set_leader(&status, Some(e));
+                        set_leader(&status, &state, Some(e));
                     }
                 }
             }
@@ -499,14 +500,24 @@ impl Housekeeper {
                     Err(_) => tracing::warn!("housekeeper: lease release timed out"),
                 }
             }
-            set_leader(&status, Some(&e));
+            set_leader(&status, &state, Some(&e));
         }
     }
 }
 
-fn set_leader(status: &Mutex<Status>, elector: Option<&Elector>) {
+fn set_leader(status: &Mutex<Status>, state: &State, elector: Option<&Elector>) {
     if let Ok(mut s) = status.lock() {
         s.leader = elector.is_none_or(Elector::is_leader);
+    }
+    if let Some(e) = elector {
+        let lease = LeaseLabels {
+            lease: e.lease().to_string(),
+        };
+        state
+            .metrics
+            .leader
+            .get_or_create(&lease)
+            .set(i64::from(e.is_leader()));
     }
 }
 

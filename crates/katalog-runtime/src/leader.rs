@@ -51,6 +51,8 @@ impl LeaderElection {
 pub struct Elector {
     api: Api<Lease>,
     name: String,
+    /// `NAMESPACE/NAME`, for logs and metrics.
+    lease: String,
     identity: String,
     duration: Duration,
     /// When the lease was last acquired or renewed by us.
@@ -62,6 +64,7 @@ impl Elector {
         Elector {
             api: Api::namespaced(client, &config.namespace),
             name: name.to_string(),
+            lease: format!("{}/{name}", config.namespace),
             identity: identity(),
             duration: config.lease_duration,
             renewed: None,
@@ -70,6 +73,11 @@ impl Elector {
 
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The Lease, as `NAMESPACE/NAME`.
+    pub fn lease(&self) -> &str {
+        &self.lease
     }
 
     /// Whether we hold the lease: acquired or renewed less than a lease

@@ -50,6 +50,12 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    /// `NAMESPACE/NAME` of the leader-election Lease.
+    pub lease: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HashLabels {
     pub hash: String,
 }
@@ -85,6 +91,11 @@ pub struct Metrics {
     pub cert_reload_failures: Counter,
     /// Reviews being answered right now.
     pub in_flight: Gauge,
+    /// When the serving certificate expires (Unix seconds).
+    pub cert_expiry: Gauge,
+    /// 1 while this replica holds the leader Lease, else 0; only exported
+    /// with leader election (one series per Lease).
+    pub leader: Family<LeaseLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -104,6 +115,8 @@ impl Default for Metrics {
             cert_reloads: Counter::default(),
             cert_reload_failures: Counter::default(),
             in_flight: Gauge::default(),
+            cert_expiry: Gauge::default(),
+            leader: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -170,6 +183,16 @@ impl Default for Metrics {
             "reviews_in_flight",
             "Reviews being answered right now",
             m.in_flight.clone(),
+        );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "Unix time at which the serving certificate expires",
+            m.cert_expiry.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease, else 0 (with leader election only)",
+            m.leader.clone(),
         );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
@@ -302,5 +325,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("katalog_build_info{version="), "{text}");
+    }
+
+    /// The series the alerts of deploy/monitoring read: the leader gauge
+    /// only once an election runs, the certificate expiry always.
+    #[test]
+    fn leader_and_certificate_expiry_series() {
+        let m = Metrics::default();
+        assert!(!m.render().contains("katalog_leader{"), "{}", m.render());
+        m.cert_expiry.set(1_900_000_000);
+        m.leader
+            .get_or_create(&LeaseLabels {
+                lease: "katalog-system/katalog-leader".into(),
+            })
+            .set(1);
+        let text = m.render();
+        assert!(
+            text.contains("katalog_certificate_expiry_timestamp_seconds 1900000000"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"katalog_leader{lease="katalog-system/katalog-leader"} 1"#),
+            "{text}"
+        );
     }
 }

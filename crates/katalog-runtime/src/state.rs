@@ -62,7 +62,7 @@ fn unix(t: SystemTime) -> f64 {
 
 impl State {
     pub fn new(config: Config, cert: Arc<ReloadingCert>) -> Self {
-        State {
+        let state = State {
             config,
             cert,
             katalog: ArcSwapOption::empty(),
@@ -71,6 +71,15 @@ impl State {
             metrics: Metrics::default(),
             stats: Stats::default(),
             bytes_in_flight: Arc::default(),
+        };
+        state.record_cert_expiry();
+        state
+    }
+
+    /// `katalog_certificate_expiry_timestamp_seconds` of the certificate served now.
+    fn record_cert_expiry(&self) {
+        if let Some(t) = crate::tls::not_after(&self.cert.current()) {
+            self.metrics.cert_expiry.set(t);
         }
     }
 
@@ -178,6 +187,7 @@ impl State {
                     return Ok(false);
                 }
                 self.cert.swap(key);
+                self.record_cert_expiry();
                 self.metrics.cert_reloads.inc();
                 tracing::info!(cert = %self.config.tls_cert.display(), "serving certificate rotated");
                 Ok(true)

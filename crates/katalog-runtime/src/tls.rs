@@ -69,6 +69,14 @@ pub fn certified_key_from_pem(
     Ok(ck)
 }
 
+/// When the leaf certificate of a pair expires (Unix seconds).
+pub fn not_after(key: &CertifiedKey) -> Option<i64> {
+    let leaf = key.cert.first()?;
+    x509_parser::parse_x509_certificate(leaf.as_ref())
+        .ok()
+        .map(|(_, x)| x.validity().not_after.timestamp())
+}
+
 /// Read a certificate and key pair from files.
 pub fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let read = |p: &Path| {
