@@ -716,7 +716,7 @@ current-context: katalog
 }
 
 /// The whole cluster side (self-signed Secret, registration, housekeeping,
-/// leader election) with the ServiceAccount of `deploy/rbac.yaml` and its
+/// leader election) with the ServiceAccount of `deploy/base/rbac.yaml` and its
 /// token only: every permission it needs is there, and what it does not
 /// need is refused.
 #[test]
@@ -725,7 +725,11 @@ fn least_privilege_from_deploy_rbac() {
     tls::install_crypto_provider();
     let env = start_env(t);
     apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
-    ok(env.kubectl(["apply", "-f", &repo("deploy/rbac.yaml").to_string_lossy()]));
+    ok(env.kubectl([
+        "apply",
+        "-f",
+        &repo("deploy/base/rbac.yaml").to_string_lossy(),
+    ]));
     ok(env.kubectl(["create", "namespace", "ct"]));
     let dir = Scratch::new(t);
     let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");

@@ -1,0 +1,150 @@
+//! `katalog serve` as a process: SIGINT (Ctrl-C) drains the requests in
+//! flight like SIGTERM does, SIGQUIT does not.
+
+use std::time::Duration;
+
+use katalog_runtime::client::HttpsClient;
+use katalog_runtime::tls::DevCa;
+use katalog_tests::{Scratch, Serve, free_port};
+use serde_json::{Value, json};
+
+/// A Katalog whose one check is quadratic in the number of containers: a
+/// review of a few hundred takes a while in a debug build.
+const SLOW_KATALOG: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: slow}
+spec:
+  admission:
+    validations:
+      - name: quadratic
+        resources: [v1/pods]
+        check:
+          cel: "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))"
+"#;
+
+fn slow_review(n: usize) -> Vec<u8> {
+    let containers: Vec<Value> = (0..n)
+        .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
+        .collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "slow", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": containers}}
+        }
+    }))
+    .expect("a review")
+}
+
+struct Server {
+    serve: Serve,
+    port: u16,
+    ca: String,
+    _scratch: Scratch,
+}
+
+fn start(name: &str) -> Server {
+    let scratch = Scratch::new(name);
+    let ca = DevCa::generate().expect("a CA");
+    let (cert, key) = ca.issue(&[]).expect("a certificate");
+    std::fs::write(scratch.path("tls.crt"), cert).expect("tls.crt");
+    std::fs::write(scratch.path("tls.key"), key).expect("tls.key");
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
+    let port = free_port();
+    let path = |n: &str| scratch.path(n).to_string_lossy().into_owned();
+    let mut serve = Serve::start(&[
+        "serve".into(),
+        "--katalog".into(),
+        path("k.yaml"),
+        "--tls-cert".into(),
+        path("tls.crt"),
+        "--tls-key".into(),
+        path("tls.key"),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--request-timeout".into(),
+        "120".into(),
+        "--shutdown-grace".into(),
+        "60".into(),
+    ]);
+    serve.wait_for_line("katalog serving", Duration::from_secs(30));
+    Server {
+        serve,
+        port,
+        ca: ca.ca_pem().to_string(),
+        _scratch: scratch,
+    }
+}
+
+impl Server {
+    fn client(&self) -> HttpsClient {
+        HttpsClient::new(
+            format!("127.0.0.1:{}", self.port)
+                .parse()
+                .expect("an address"),
+            self.ca.as_bytes(),
+            "localhost",
+        )
+        .expect("a client")
+        .with_timeout(Duration::from_secs(120))
+    }
+
+    /// A slow review on its own thread, once the server counts it in flight.
+    fn review_in_flight(&self) -> std::thread::JoinHandle<Result<u16, String>> {
+        let mut first = self.client();
+        let body = slow_review(500);
+        let running = std::thread::spawn(move || {
+            first
+                .post_json("/validate", &body)
+                .map(|r| r.status)
+                .map_err(|e| e.to_string())
+        });
+        let mut probe = self.client();
+        katalog_tests::eventually("the review in flight", Duration::from_secs(30), || {
+            let text = probe.get("/metrics").map_err(|e| e.to_string())?.text();
+            text.contains("katalog_reviews_in_flight 1")
+                .then_some(())
+                .ok_or(text)
+        });
+        running
+    }
+}
+
+#[test]
+fn sigint_drains_the_requests_in_flight_like_sigterm() {
+    for signal in ["INT", "TERM"] {
+        let mut server = start(&format!("sig{signal}"));
+        let review = server.review_in_flight();
+        server.serve.signal(signal);
+        let status = review.join().expect("the review thread");
+        assert_eq!(
+            status,
+            Ok(200),
+            "SIG{signal}: the review in flight was not answered"
+        );
+        assert_eq!(server.serve.wait(Duration::from_secs(60)), Some(0));
+        server
+            .serve
+            .wait_for_line(&format!("SIG{signal}: draining"), Duration::from_secs(1));
+        server
+            .serve
+            .wait_for_line("katalog stopped", Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn sigquit_stops_at_once() {
+    let mut server = start("sigquit");
+    let review = server.review_in_flight();
+    server.serve.signal("QUIT");
+    assert_eq!(server.serve.wait(Duration::from_secs(30)), Some(0));
+    assert!(
+        review.join().expect("the review thread").is_err(),
+        "SIGQUIT let the review finish"
+    );
+}
