@@ -5,7 +5,8 @@
 
 use std::process::Command;
 
-use katalog_tests::{Scratch, katalog_bin, repo_path};
+use katalog_testenv::TestEnv;
+use katalog_tests::{Scratch, katalog_bin, ok, repo_path};
 
 /// (files, commands with their expected output), in page order.
 type Page = (Vec<(String, String)>, Vec<(String, String)>);
@@ -77,4 +78,64 @@ fn the_offline_steps_of_the_tutorial_work_as_written() {
         );
         assert_eq!(stdout, *expected, "`{command}` printed something else");
     }
+}
+
+/// Step 6: the overlay the tutorial writes (the heredoc of its
+/// `my-katalog/kustomization.yaml`) replaces the example Katalog with the
+/// tutorial's and is accepted by the apiserver.
+#[test]
+fn the_tutorials_own_overlay_is_accepted_by_the_apiserver() {
+    let text = std::fs::read_to_string(repo_path("docs/tutorial.md")).expect("docs/tutorial.md");
+    let (files, _) = read_page(&text);
+    let start = "cat > my-katalog/kustomization.yaml <<'YAML'\n";
+    let kustomization = text
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once("\nYAML\n"))
+        .map(|(body, _)| format!("{body}\n"))
+        .expect("the tutorial's kustomization.yaml");
+    let dir = Scratch::new("tutorial-overlay");
+    std::os::unix::fs::symlink(repo_path("deploy"), dir.path("deploy")).expect("linking deploy/");
+    std::fs::create_dir_all(dir.path("my-katalog")).expect("my-katalog/");
+    for (name, content) in &files {
+        std::fs::write(dir.path(name), content).expect("a tutorial file");
+        std::fs::write(dir.path(&format!("my-katalog/{name}")), content).expect("a tutorial file");
+    }
+    std::fs::write(dir.path("my-katalog/kustomization.yaml"), kustomization)
+        .expect("kustomization.yaml");
+
+    let env = TestEnv::start().unwrap_or_else(|e| panic!("the test apiserver: {e}"));
+    let crd = dir.path("widget.crd.yaml");
+    ok(env.kubectl(["apply", "-f", &crd.to_string_lossy()]));
+    ok(env.kubectl([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "-f",
+        &crd.to_string_lossy(),
+    ]));
+    ok(env.kubectl(["create", "namespace", "katalog-system"]));
+    let overlay = dir.path("my-katalog");
+    let out = ok(env.kubectl([
+        "apply",
+        "--dry-run=server",
+        "-k",
+        &overlay.to_string_lossy(),
+    ]));
+    assert!(
+        out.contains("configmap/katalog created (server dry run)"),
+        "{out}"
+    );
+    let rendered = ok(env.kubectl(["kustomize", &overlay.to_string_lossy()]));
+    let configmap = katalog_lang::yaml::read_documents(&rendered)
+        .expect("kustomize output")
+        .iter()
+        .map(|n| n.to_value())
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "katalog")
+        .expect("the ConfigMap katalog");
+    let keys: Vec<&String> = configmap["data"]
+        .as_object()
+        .expect("data")
+        .keys()
+        .collect();
+    assert_eq!(keys, ["widget.crd.yaml", "widget.yaml"], "{configmap}");
 }
