@@ -55,6 +55,12 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum AnalyzeFormat {
+    Table,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Yaml,
     Json,
@@ -71,6 +77,19 @@ enum Command {
         /// Warnings (e.g. a rule that can never match) make the Katalog invalid.
         #[arg(long)]
         strict: bool,
+    },
+    /// Analyse the conversion rules against the CRD schemas (`crd:`): for
+    /// every spoke and direction, where each field goes (identical, claimed
+    /// by a rule, stashed, or nowhere: an error) and whether each rule is
+    /// lossless or lossy. Exit 0 no errors, 1 errors, 2 usage (as `check`).
+    ///
+    /// Example: `katalog analyze katalogs/crontab.yaml -o json`
+    Analyze {
+        /// Katalog files or directories.
+        #[arg(required = true)]
+        katalogs: Vec<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: AnalyzeFormat,
     },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
@@ -480,6 +499,49 @@ fn run(cli: Cli) -> Result<(), Exit> {
                         worst = worst.max(if code == KATALOG { NO } else { code });
                     }
                 }
+            }
+            match worst {
+                exit::SUCCESS => Ok(()),
+                code => Err(Exit::quiet(code)),
+            }
+        }
+        Command::Analyze { katalogs, output } => {
+            let mut worst = exit::SUCCESS;
+            let mut json = Vec::new();
+            for path in &katalogs {
+                let analyzed = files::read_katalog(path)
+                    .map_err(Exit::from)
+                    .and_then(|sources| {
+                        katalog_lang::analyze_with_crds(&sources, files::read_crd)
+                            .map_err(Exit::from)
+                    });
+                match analyzed {
+                    Ok((_, analysis)) => {
+                        for d in analysis.diagnostics.iter() {
+                            eprintln!("{}", d.render());
+                        }
+                        if analysis.has_errors() {
+                            worst = worst.max(NO);
+                        }
+                        match output {
+                            AnalyzeFormat::Table => {
+                                out!("{}", analysis_table(path, &analysis))
+                            }
+                            AnalyzeFormat::Json => json.push(serde_json::json!({
+                                "katalog": path.display().to_string(),
+                                "resources": analysis.resources,
+                                "errors": analysis.diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                            })),
+                        }
+                    }
+                    Err(Exit(message, code)) => {
+                        eprint!("{message}");
+                        worst = worst.max(if code == KATALOG { NO } else { code });
+                    }
+                }
+            }
+            if let AnalyzeFormat::Json = output {
+                print_values(&json, Format::Json);
             }
             match worst {
                 exit::SUCCESS => Ok(()),
@@ -1028,6 +1090,49 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 }
 
 /// The compiled Katalog, warnings left to the caller.
+/// `katalog analyze -o table`: per resource, each spoke and direction with
+/// its verdict, the fields by fate, then each rule's verdict.
+fn analysis_table(path: &Path, analysis: &katalog_lang::analysis::Analysis) -> String {
+    let mut out = String::new();
+    if analysis.resources.is_empty() {
+        out.push_str(&format!(
+            "{}: no resource with a `crd:` to analyse\n",
+            path.display()
+        ));
+    }
+    for r in &analysis.resources {
+        out.push_str(&format!("{}/{} (hub {})\n", r.group, r.kind, r.hub));
+        for d in &r.directions {
+            let verdict = match (d.errors, d.lossless) {
+                (0, true) => "lossless".to_string(),
+                (0, false) => "lossy (acknowledged)".to_string(),
+                (n, _) => format!("{n} error{}", plural(n)),
+            };
+            out.push_str(&format!(
+                "  {} -> {}: {verdict}; {} identical, {} claimed, {} stashed, {} unclaimed\n",
+                d.from,
+                d.to,
+                d.identical.len(),
+                d.claimed.len(),
+                d.stashed.len(),
+                d.unclaimed.len()
+            ));
+            for u in &d.unclaimed {
+                out.push_str(&format!("    unclaimed  {u}\n"));
+            }
+            for v in &d.rules {
+                out.push_str(&format!(
+                    "    {:<9}  {}: {}\n",
+                    if v.lossless { "lossless" } else { "lossy" },
+                    v.rule,
+                    v.why
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
     Ok(files::compile_katalog(&sources)?)
