@@ -436,6 +436,29 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 2,
     },
+    // The schema analysis (docs/analysis.md): a clean report, a report with
+    // errors (exit 1, as `check`), and the JSON form.
+    Case {
+        name: "analyze-crontab",
+        args: &["analyze", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "analyze-errors",
+        args: &[
+            "analyze",
+            "crates/katalog-lang/testdata/schema-errors/pruning.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "analyze-json",
+        args: &["analyze", "-o", "json", "katalogs/hostport.yaml"],
+        stdin: None,
+        code: 0,
+    },
     // Batch dry runs, matched rules, warnings and every exit code (docs/cli.md).
     Case {
         name: "check-warnings",
