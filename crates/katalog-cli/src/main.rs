@@ -91,6 +91,32 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "table")]
         output: AnalyzeFormat,
     },
+    /// Write a first Katalog for the CRDs of a manifest file: the storage
+    /// version is the hub, every other served version a spoke with no
+    /// rules, and the fields the analysis finds with no place in the other
+    /// version listed as comments to resolve. Printed to standard output;
+    /// save it next to the CRD file. Exit 0, 2 the file cannot be read.
+    ///
+    /// Example: `katalog init --crd katalogs/crontab.crd.yaml > katalogs/crontab.yaml`
+    Init {
+        /// A CRD manifest file (every CustomResourceDefinition in it becomes a resource).
+        #[arg(long)]
+        crd: PathBuf,
+        /// `metadata.name` of the Katalog; defaults to the first CRD's plural.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Draft rules for the fields the analysis finds with no place in the
+    /// other version: a `rename` to a field of similar name and type in the
+    /// same parent, a `coerce` where only the type changed, else a `stash`.
+    /// Printed as YAML, marked as suggestions: review each before use. Exit
+    /// 0, 1 the Katalog does not compile for another reason, 2 usage.
+    ///
+    /// Example: `katalog suggest katalogs/crontab.yaml`
+    Suggest {
+        /// A Katalog file or directory.
+        katalog: PathBuf,
+    },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
     Convert {
@@ -504,6 +530,156 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 exit::SUCCESS => Ok(()),
                 code => Err(Exit::quiet(code)),
             }
+        }
+        Command::Init { crd, name } => {
+            let text = std::fs::read_to_string(&crd).map_err(|e| {
+                Exit(
+                    format!("error: failed to read {}: {e}\n", crd.display()),
+                    USAGE,
+                )
+            })?;
+            let crds: Vec<katalog_lang::schema::Crd> = katalog_lang::yaml::read_documents(&text)
+                .map_err(|e| {
+                    Exit(
+                        format!(
+                            "error: failed to parse {}: {}\n",
+                            crd.display(),
+                            e.message()
+                        ),
+                        USAGE,
+                    )
+                })?
+                .iter()
+                .filter_map(|root| {
+                    let loc = katalog_lang::source::Loc {
+                        file: crd.display().to_string().into(),
+                        line: root.line,
+                        column: root.column,
+                    };
+                    katalog_lang::schema::Crd::from_manifest(&root.to_value(), loc)
+                })
+                .collect();
+            let Some(first) = crds.first() else {
+                return Err(Exit(
+                    format!(
+                        "error: {} holds no CustomResourceDefinition\n",
+                        crd.display()
+                    ),
+                    USAGE,
+                ));
+            };
+            let name = name.unwrap_or_else(|| first.plural.clone());
+            let file_name = crd
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let render = |notes: &[std::collections::BTreeMap<String, Vec<String>>]| {
+                let mut out = format!(
+                    "# yaml-language-server: $schema=https://katalog.dev/schemas/katalog.v1alpha1.json\n#\n# Written by `katalog init --crd {file_name}`: a first Katalog to complete.\napiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata:\n  name: {name}\nspec:\n  resources:\n"
+                );
+                for (i, c) in crds.iter().enumerate() {
+                    let empty = Default::default();
+                    out.push_str(&katalog_lang::analysis::init_katalog(
+                        c,
+                        &file_name,
+                        notes.get(i).unwrap_or(&empty),
+                    ));
+                }
+                out
+            };
+            let draft = render(&[]);
+            // Analyse the draft as if it lived next to the CRD file.
+            let here = crd.with_file_name(format!("{name}.katalog.yaml"));
+            let source = katalog_lang::Source::new(here.display().to_string(), draft.clone());
+            let mut notes = vec![std::collections::BTreeMap::new(); crds.len()];
+            if let Ok((_, analysis)) = katalog_lang::analyze_with_crds(&[source], files::read_crd) {
+                for r in &analysis.resources {
+                    let Some(i) = crds
+                        .iter()
+                        .position(|c| c.group == r.group && c.kind == r.kind)
+                    else {
+                        continue;
+                    };
+                    for d in &r.directions {
+                        let spoke = if d.direction == "down" {
+                            &d.to
+                        } else {
+                            &d.from
+                        };
+                        let entry: &mut Vec<String> = notes[i].entry(spoke.clone()).or_default();
+                        for u in &d.unclaimed {
+                            entry.push(format!("`{u}` of {} has no place in {}", d.from, d.to));
+                        }
+                        if d.errors > d.unclaimed.len() {
+                            entry.push(format!(
+                                "{} more problem(s) {} -> {}: see `katalog check`",
+                                d.errors - d.unclaimed.len(),
+                                d.from,
+                                d.to
+                            ));
+                        }
+                    }
+                }
+            }
+            out!("{}", render(&notes));
+            Ok(())
+        }
+        Command::Suggest { katalog } => {
+            let sources = files::read_katalog(&katalog)?;
+            let (_, analysis) = katalog_lang::analyze_with_crds(&sources, files::read_crd)
+                .map_err(|d| Exit::from(d).with_code(NO))?;
+            outln!("# katalog suggest: draft rules, not checked; review each before adding it.");
+            let mut any = false;
+            for r in &analysis.resources {
+                let mut by_spoke: std::collections::BTreeMap<
+                    &str,
+                    Vec<&katalog_lang::analysis::Suggestion>,
+                > = Default::default();
+                for d in &r.directions {
+                    let spoke = if d.direction == "down" {
+                        &d.to
+                    } else {
+                        &d.from
+                    };
+                    let list = by_spoke.entry(spoke.as_str()).or_default();
+                    for s in &d.suggestions {
+                        if !list
+                            .iter()
+                            .any(|x| x.rule == s.rule && x.for_each == s.for_each)
+                        {
+                            list.push(s);
+                        }
+                    }
+                }
+                by_spoke.retain(|_, l| !l.is_empty());
+                if by_spoke.is_empty() {
+                    continue;
+                }
+                any = true;
+                outln!(
+                    "# {}/{} (hub {}): under `conversion:`",
+                    r.group,
+                    r.kind,
+                    r.hub
+                );
+                for (spoke, list) in by_spoke {
+                    outln!("{spoke}:");
+                    for s in list {
+                        match &s.for_each {
+                            None => outln!("  - {}  # suggested: {}", s.rule, s.why),
+                            Some(p) => outln!(
+                                "  # inside the `forEach` over `{p}`:\n  # - {}  # suggested: {}",
+                                s.rule,
+                                s.why
+                            ),
+                        }
+                    }
+                }
+            }
+            if !any {
+                outln!("# nothing to suggest: every field has a place");
+            }
+            Ok(())
         }
         Command::Analyze { katalogs, output } => {
             let mut worst = exit::SUCCESS;

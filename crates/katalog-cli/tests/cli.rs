@@ -454,6 +454,30 @@ const CASES: &[Case] = &[
         code: 1,
     },
     Case {
+        name: "init-crontab",
+        args: &["init", "--crd", "katalogs/crontab.crd.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "suggest-coverage",
+        args: &[
+            "suggest",
+            "crates/katalog-lang/testdata/schema-errors/coverage.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "suggest-pruning",
+        args: &[
+            "suggest",
+            "crates/katalog-lang/testdata/schema-errors/pruning.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
         name: "analyze-json",
         args: &["analyze", "-o", "json", "katalogs/hostport.yaml"],
         stdin: None,

@@ -74,8 +74,20 @@ pub struct DirectionReport {
     /// Fields with no place in the target (each is an error).
     pub unclaimed: Vec<Path>,
     pub rules: Vec<RuleVerdict>,
+    /// Draft rules for what has no place (`katalog suggest`).
+    pub suggestions: Vec<Suggestion>,
     /// How many errors the analysis reported for this direction.
     pub errors: usize,
+}
+
+/// A draft rule for a field that has no place in the target, as the YAML
+/// of one list entry of the spoke's rules (`rename: {hub: a, spoke: b}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Suggestion {
+    pub rule: String,
+    /// Inside the `forEach` of this list (hub path), or `None` at the top.
+    pub for_each: Option<Path>,
+    pub why: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,6 +181,7 @@ pub fn analyze(loaded: &Loaded, ir: &Ir, schemas: &Schemas) -> Analysis {
                         stashed: Vec::new(),
                         unclaimed: Vec::new(),
                         rules: Vec::new(),
+                        suggestions: Vec::new(),
                         errors: 0,
                     },
                 };
@@ -430,6 +443,29 @@ impl Walk<'_> {
         }
     }
 
+    /// `p` as the rules in scope write it (relative inside a `forEach`).
+    fn relative(&self, p: &Path) -> Path {
+        match p.segments().strip_prefix(self.base.segments()) {
+            Some(rest) => Path::from_segments(rest.to_vec()),
+            None => p.clone(),
+        }
+    }
+
+    fn suggest(&mut self, rule: String, why: String) {
+        let for_each = (!self.base.is_root()).then(|| {
+            let segs = self.base.segments();
+            Path::from_segments(segs[..segs.len() - 1].to_vec())
+        });
+        let s = Suggestion {
+            rule,
+            for_each,
+            why,
+        };
+        if !self.report.suggestions.contains(&s) {
+            self.report.suggestions.push(s);
+        }
+    }
+
     /// A field no rule claims and the target does not declare.
     fn unclaimed(&mut self, sp: &Path, tp: &Path) {
         self.report.unclaimed.push(sp.clone());
@@ -438,6 +474,10 @@ impl Walk<'_> {
             Direction::Up => "spoke",
         };
         let parent = parent_of(tp);
+        let source_kind = match lookup(self.source, sp) {
+            Lookup::Found(n) => Kind::of(n),
+            _ => Kind::Untyped,
+        };
         let similar = match (lookup(self.target, &parent), sp.segments().last()) {
             (Lookup::Found(p), Some(Segment::Key(k))) => {
                 let theirs = match lookup(self.source, &parent_of(sp)) {
@@ -448,9 +488,9 @@ impl Walk<'_> {
                 did_you_mean(
                     k,
                     p.properties
-                        .keys()
-                        .filter(|c| !theirs.contains(*c))
-                        .map(String::as_str),
+                        .iter()
+                        .filter(|(c, n)| !theirs.contains(*c) && source_kind.fits_into(Kind::of(n)))
+                        .map(|(c, _)| c.as_str()),
                 )
                 .map(|s| parent.child(s.to_string()))
             }
@@ -461,6 +501,21 @@ impl Walk<'_> {
             None => p.clone(),
         };
         let (sp_rel, similar) = (relative(sp), similar.map(|s| relative(&s)));
+        let suggestion = match (&similar, self.dir) {
+            (Some(s), Direction::Down) => (
+                format!("rename: {{ hub: {sp_rel}, spoke: {s} }}"),
+                format!("{} has a field of a similar name and type", self.to),
+            ),
+            (Some(s), Direction::Up) => (
+                format!("rename: {{ hub: {s}, spoke: {sp_rel} }}"),
+                format!("{} has a field of a similar name and type", self.to),
+            ),
+            (None, _) => (
+                format!("stash: {{ {side}: {sp_rel} }}"),
+                format!("{} has no field like it", self.to),
+            ),
+        };
+        self.suggest(suggestion.0, suggestion.1);
         let rename = similar.map(|s| match self.dir {
             Direction::Down => {
                 format!("`rename: {{hub: {sp_rel}, spoke: {s}}}` if it is the same field, ")
@@ -525,6 +580,26 @@ impl Walk<'_> {
             return;
         }
         if !sk.fits_into(tk) {
+            let scalar = |k: Kind| match k {
+                Kind::String => Some("string"),
+                Kind::Integer => Some("integer"),
+                Kind::Number => Some("number"),
+                Kind::Boolean => Some("boolean"),
+                _ => None,
+            };
+            if let (Cause::Copied, Some(a), Some(b)) = (cause, scalar(sk), scalar(tk)) {
+                let rel = self.relative(sp);
+                let (hub_type, spoke_type) = match self.dir {
+                    Direction::Down => (a, b),
+                    Direction::Up => (b, a),
+                };
+                self.suggest(
+                    format!(
+                        "coerce: {{ hub: {rel}, hubType: {hub_type}, spokeType: {spoke_type} }}"
+                    ),
+                    "only the type changed".into(),
+                );
+            }
             let (at, rule) = self.cause_at(cause);
             self.error(
                 &at,
@@ -1125,4 +1200,54 @@ fn op_name<'o>(_op: &Op, origin: &'o str) -> &'o str {
         .rsplit_once(" (")
         .map(|(_, n)| n.trim_end_matches(')'))
         .unwrap_or("")
+}
+
+/// A first Katalog for the CRD `crd` (read from `crd_file`, as the Katalog's
+/// `crd:` names it): the storage version is the hub, every other version a
+/// spoke with no rules yet. `notes` (by spoke version) are written above the
+/// spoke's empty rule list as comments: what the analysis says has no place.
+pub fn init_katalog(
+    crd: &crate::schema::Crd,
+    crd_file: &str,
+    notes: &std::collections::BTreeMap<String, Vec<String>>,
+) -> String {
+    let hub = crd
+        .storage_version()
+        .or_else(|| crd.versions.first().map(|v| v.name.as_str()))
+        .unwrap_or("v1");
+    let versions: Vec<&str> = crd
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.as_str())
+        .collect();
+    let scope = match crd.scope {
+        Some(crate::document::Scope::Cluster) => "Cluster",
+        _ => "Namespaced",
+    };
+    let mut out = format!(
+        "    - group: {}\n      kind: {}\n      plural: {}\n      scope: {scope}\n      hub: {hub}\n      versions: [{}]\n      crd: {crd_file}\n",
+        crd.group,
+        crd.kind,
+        crd.plural,
+        versions.join(", ")
+    );
+    let spokes: Vec<&&str> = versions.iter().filter(|v| **v != hub).collect();
+    if !spokes.is_empty() {
+        out.push_str("      conversion:\n");
+        for v in spokes {
+            out.push_str(&format!("        {v}:\n"));
+            let notes = notes.get(*v).map(Vec::as_slice).unwrap_or_default();
+            if notes.is_empty() {
+                out.push_str("          # every field is identical in both versions\n");
+            } else {
+                out.push_str("          # to resolve (`katalog check` reports each; `katalog suggest` drafts rules):\n");
+                for n in notes {
+                    out.push_str(&format!("          # - {n}\n"));
+                }
+            }
+            out.push_str("          []\n");
+        }
+    }
+    out
 }
