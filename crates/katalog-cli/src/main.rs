@@ -117,6 +117,18 @@ enum Command {
         /// A Katalog file or directory.
         katalog: PathBuf,
     },
+    /// What an edit changes in the analysis: for each resource, spoke and
+    /// direction, the fields that changed fate (identical, claimed, stashed,
+    /// unclaimed), the lossless flag, and the errors gained or lost. Not
+    /// YAML lines. Exit 0 the same, 1 different, 2 usage.
+    ///
+    /// Example: `katalog diff old/crontab.yaml katalogs/crontab.yaml`
+    Diff {
+        /// The Katalog before (file or directory).
+        before: PathBuf,
+        /// The Katalog after.
+        after: PathBuf,
+    },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
     Convert {
@@ -680,6 +692,32 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 outln!("# nothing to suggest: every field has a place");
             }
             Ok(())
+        }
+        Command::Diff { before, after } => {
+            let (a, b) = (analysis_facts(&before)?, analysis_facts(&after)?);
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            let empty = std::collections::BTreeSet::new();
+            let mut differ = false;
+            for key in keys {
+                let (fa, fb) = (a.get(key).unwrap_or(&empty), b.get(key).unwrap_or(&empty));
+                if fa == fb {
+                    continue;
+                }
+                differ = true;
+                outln!("{key}");
+                for f in fa.difference(fb) {
+                    outln!("  - {f}");
+                }
+                for f in fb.difference(fa) {
+                    outln!("  + {f}");
+                }
+            }
+            if differ {
+                Err(Exit::quiet(NO))
+            } else {
+                outln!("no difference in coverage, claims, lossless flags or errors");
+                Ok(())
+            }
         }
         Command::Analyze { katalogs, output } => {
             let mut worst = exit::SUCCESS;
@@ -1266,6 +1304,46 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 }
 
 /// The compiled Katalog, warnings left to the caller.
+/// What `katalog diff` compares: per resource, spoke and direction, one
+/// line per fact (`claimed spec.x`, `lossless`, ...), and the errors
+/// (without their location, which any edit moves).
+fn analysis_facts(
+    path: &Path,
+) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>, Exit> {
+    let sources = files::read_katalog(path)?;
+    let mut facts: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    let errors = match katalog_lang::analyze_with_crds(&sources, files::read_crd) {
+        Ok((_, analysis)) => {
+            for r in &analysis.resources {
+                for d in &r.directions {
+                    let set = facts
+                        .entry(format!("{}/{} {} -> {}", r.group, r.kind, d.from, d.to))
+                        .or_default();
+                    set.insert(if d.lossless { "lossless" } else { "lossy" }.to_string());
+                    for (what, paths) in [
+                        ("identical", &d.identical),
+                        ("stashed", &d.stashed),
+                        ("unclaimed", &d.unclaimed),
+                    ] {
+                        set.extend(paths.iter().map(|p| format!("{what} {p}")));
+                    }
+                    set.extend(d.claimed.iter().map(|c| format!("claimed {}", c.path)));
+                }
+            }
+            analysis.diagnostics
+        }
+        Err(diags) => diags,
+    };
+    let set = facts.entry("errors".to_string()).or_default();
+    set.extend(errors.iter().map(|d| match &d.help {
+        Some(h) => format!("{} ({h})", d.message),
+        None => d.message.clone(),
+    }));
+    facts.retain(|_, v| !v.is_empty());
+    Ok(facts)
+}
+
 /// `katalog analyze -o table`: per resource, each spoke and direction with
 /// its verdict, the fields by fate, then each rule's verdict.
 fn analysis_table(path: &Path, analysis: &katalog_lang::analysis::Analysis) -> String {

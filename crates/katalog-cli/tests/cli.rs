@@ -478,6 +478,22 @@ const CASES: &[Case] = &[
         code: 0,
     },
     Case {
+        name: "diff-coverage-fixed",
+        args: &[
+            "diff",
+            "crates/katalog-lang/testdata/schema-errors/coverage.yaml",
+            "crates/katalog-cli/tests/golden/coverage-fixed.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "diff-same",
+        args: &["diff", "katalogs/crontab.yaml", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
         name: "analyze-json",
         args: &["analyze", "-o", "json", "katalogs/hostport.yaml"],
         stdin: None,

@@ -562,7 +562,7 @@ impl Walk<'_> {
                 if let (Some(sa), Some(ta)) = (&s.additional_properties, &t.additional_properties) {
                     return self.fits(sa, &wild(sp), ta, &wild(tp), cause);
                 }
-                self.report.identical.push(sp.clone());
+                self.identical(sp, cause);
                 return;
             }
             let (at, rule) = self.cause_at(cause);
@@ -648,7 +648,7 @@ impl Walk<'_> {
         }
         if t.opaque.is_some() {
             // Whatever fits the source lands in a unit the target keeps.
-            self.report.identical.push(sp.clone());
+            self.identical(sp, cause);
             return;
         }
         match sk {
@@ -666,14 +666,22 @@ impl Walk<'_> {
                     }
                 }
                 if !any {
-                    self.report.identical.push(sp.clone());
+                    self.identical(sp, cause);
                 }
             }
             Kind::Array => match (&s.items, &t.items) {
                 (Some(si), Some(ti)) => self.fits(si, &wild(sp), ti, &wild(tp), cause),
-                _ => self.report.identical.push(sp.clone()),
+                _ => self.identical(sp, cause),
             },
-            _ => self.report.identical.push(sp.clone()),
+            _ => self.identical(sp, cause),
+        }
+    }
+
+    /// A field copied unchanged that fits (a value a rule moves is claimed,
+    /// not identical).
+    fn identical(&mut self, sp: &Path, cause: Cause) {
+        if let Cause::Copied = cause {
+            self.report.identical.push(sp.clone());
         }
     }
 
