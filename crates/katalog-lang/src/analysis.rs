@@ -1259,3 +1259,54 @@ pub fn init_katalog(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_checked_against_the_schema() {
+        let node = SchemaNode::from_openapi(&json!({
+            "type": "object", "required": ["a"],
+            "properties": {"a": {"type": "integer", "minimum": 1, "maximum": 5},
+                           "b": {"type": "string", "enum": ["x"]}}
+        }));
+        assert_eq!(value_problem(&node, &json!({"a": 3, "b": "x"})), None);
+        assert_eq!(
+            value_problem(&node, &json!({"a": 9})).as_deref(),
+            Some("`a`: the maximum is 5")
+        );
+        assert_eq!(
+            value_problem(&node, &json!({"b": "x"})).as_deref(),
+            Some("it lacks the required field `a`")
+        );
+        assert_eq!(
+            value_problem(&node, &json!({"a": 1, "c": 1})).as_deref(),
+            Some("the schema declares no field `c`")
+        );
+        assert_eq!(
+            value_problem(&node, &json!("a")).as_deref(),
+            Some("it is a string, the schema wants an object")
+        );
+    }
+
+    #[test]
+    fn canonical_forms_are_those_coerce_accepts() {
+        assert!(canonical("8443", Kind::Integer));
+        assert!(!canonical("08443", Kind::Integer));
+        assert!(!canonical("+1", Kind::Integer));
+        assert!(canonical("0.25", Kind::Number));
+        assert!(!canonical("0.250", Kind::Number));
+        assert!(canonical("true", Kind::Boolean));
+        assert!(!canonical("True", Kind::Boolean));
+    }
+
+    #[test]
+    fn integers_fit_numbers_but_not_the_other_way() {
+        assert!(Kind::Integer.fits_into(Kind::Number));
+        assert!(!Kind::Number.fits_into(Kind::Integer));
+        assert!(Kind::String.fits_into(Kind::IntOrString));
+        assert!(!Kind::Object.fits_into(Kind::String));
+    }
+}
