@@ -64,6 +64,12 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum AnalyzeFormat {
+    Table,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Yaml,
     Json,
@@ -83,6 +89,57 @@ enum Command {
         /// Warnings (e.g. a rule that can never match) make the Katalog invalid.
         #[arg(long)]
         strict: bool,
+    },
+    /// Analyse the conversion rules against the CRD schemas (`crd:`): for
+    /// every spoke and direction, where each field goes (identical, claimed
+    /// by a rule, stashed, or nowhere: an error) and whether each rule is
+    /// lossless or lossy. Exit 0 no errors, 1 errors, 2 usage (as `check`).
+    ///
+    /// Example: `katalog analyze katalogs/crontab.yaml -o json`
+    Analyze {
+        /// Katalog files or directories.
+        #[arg(required = true)]
+        katalogs: Vec<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: AnalyzeFormat,
+    },
+    /// Write a first Katalog for the CRDs of a manifest file: the storage
+    /// version is the hub, every other served version a spoke with no
+    /// rules, and the fields the analysis finds with no place in the other
+    /// version listed as comments to resolve. Printed to standard output;
+    /// save it next to the CRD file. Exit 0, 2 the file cannot be read.
+    ///
+    /// Example: `katalog init --crd katalogs/crontab.crd.yaml > katalogs/crontab.yaml`
+    Init {
+        /// A CRD manifest file (every CustomResourceDefinition in it becomes a resource).
+        #[arg(long)]
+        crd: PathBuf,
+        /// `metadata.name` of the Katalog; defaults to the first CRD's plural.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Draft rules for the fields the analysis finds with no place in the
+    /// other version: a `rename` to a field of similar name and type in the
+    /// same parent, a `coerce` where only the type changed, else a `stash`.
+    /// Printed as YAML, marked as suggestions: review each before use. Exit
+    /// 0, 1 the Katalog does not compile for another reason, 2 usage.
+    ///
+    /// Example: `katalog suggest katalogs/crontab.yaml`
+    Suggest {
+        /// A Katalog file or directory.
+        katalog: PathBuf,
+    },
+    /// What an edit changes in the analysis: for each resource, spoke and
+    /// direction, the fields that changed fate (identical, claimed, stashed,
+    /// unclaimed), the lossless flag, and the errors gained or lost. Not
+    /// YAML lines. Exit 0 the same, 1 different, 2 usage.
+    ///
+    /// Example: `katalog diff old/crontab.yaml katalogs/crontab.yaml`
+    Diff {
+        /// The Katalog before (file or directory).
+        before: PathBuf,
+        /// The Katalog after.
+        after: PathBuf,
     },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
@@ -553,6 +610,225 @@ fn run(cli: Cli) -> Result<(), Exit> {
                         worst = worst.max(if code == KATALOG { NO } else { code });
                     }
                 }
+            }
+            match worst {
+                exit::SUCCESS => Ok(()),
+                code => Err(Exit::quiet(code)),
+            }
+        }
+        Command::Init { crd, name } => {
+            let text = std::fs::read_to_string(&crd).map_err(|e| {
+                Exit(
+                    format!("error: failed to read {}: {e}\n", crd.display()),
+                    USAGE,
+                )
+            })?;
+            let crds: Vec<katalog_lang::schema::Crd> = katalog_lang::yaml::read_documents(&text)
+                .map_err(|e| {
+                    Exit(
+                        format!(
+                            "error: failed to parse {}: {}\n",
+                            crd.display(),
+                            e.message()
+                        ),
+                        USAGE,
+                    )
+                })?
+                .iter()
+                .filter_map(|root| {
+                    let loc = katalog_lang::source::Loc {
+                        file: crd.display().to_string().into(),
+                        line: root.line,
+                        column: root.column,
+                    };
+                    katalog_lang::schema::Crd::from_manifest(&root.to_value(), loc)
+                })
+                .collect();
+            let Some(first) = crds.first() else {
+                return Err(Exit(
+                    format!(
+                        "error: {} holds no CustomResourceDefinition\n",
+                        crd.display()
+                    ),
+                    USAGE,
+                ));
+            };
+            let name = name.unwrap_or_else(|| first.plural.clone());
+            let file_name = crd
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let render = |notes: &[std::collections::BTreeMap<String, Vec<String>>]| {
+                let mut out = format!(
+                    "# yaml-language-server: $schema=https://katalog.dev/schemas/katalog.v1alpha1.json\n#\n# Written by `katalog init --crd {file_name}`: a first Katalog to complete.\napiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata:\n  name: {name}\nspec:\n  resources:\n"
+                );
+                for (i, c) in crds.iter().enumerate() {
+                    let empty = Default::default();
+                    out.push_str(&katalog_lang::analysis::init_katalog(
+                        c,
+                        &file_name,
+                        notes.get(i).unwrap_or(&empty),
+                    ));
+                }
+                out
+            };
+            let draft = render(&[]);
+            // Analyse the draft as if it lived next to the CRD file.
+            let here = crd.with_file_name(format!("{name}.katalog.yaml"));
+            let source = katalog_lang::Source::new(here.display().to_string(), draft.clone());
+            let mut notes = vec![std::collections::BTreeMap::new(); crds.len()];
+            if let Ok((_, analysis)) = katalog_lang::analyze_with_crds(&[source], files::read_crd) {
+                for r in &analysis.resources {
+                    let Some(i) = crds
+                        .iter()
+                        .position(|c| c.group == r.group && c.kind == r.kind)
+                    else {
+                        continue;
+                    };
+                    for d in &r.directions {
+                        let spoke = if d.direction == "down" {
+                            &d.to
+                        } else {
+                            &d.from
+                        };
+                        let entry: &mut Vec<String> = notes[i].entry(spoke.clone()).or_default();
+                        for u in &d.unclaimed {
+                            entry.push(format!("`{u}` of {} has no place in {}", d.from, d.to));
+                        }
+                        if d.errors > d.unclaimed.len() {
+                            entry.push(format!(
+                                "{} more problem(s) {} -> {}: see `katalog check`",
+                                d.errors - d.unclaimed.len(),
+                                d.from,
+                                d.to
+                            ));
+                        }
+                    }
+                }
+            }
+            out!("{}", render(&notes));
+            Ok(())
+        }
+        Command::Suggest { katalog } => {
+            let sources = files::read_katalog(&katalog)?;
+            let (_, analysis) = katalog_lang::analyze_with_crds(&sources, files::read_crd)
+                .map_err(|d| Exit::from(d).with_code(NO))?;
+            outln!("# katalog suggest: draft rules, not checked; review each before adding it.");
+            let mut any = false;
+            for r in &analysis.resources {
+                let mut by_spoke: std::collections::BTreeMap<
+                    &str,
+                    Vec<&katalog_lang::analysis::Suggestion>,
+                > = Default::default();
+                for d in &r.directions {
+                    let spoke = if d.direction == "down" {
+                        &d.to
+                    } else {
+                        &d.from
+                    };
+                    let list = by_spoke.entry(spoke.as_str()).or_default();
+                    for s in &d.suggestions {
+                        if !list
+                            .iter()
+                            .any(|x| x.rule == s.rule && x.for_each == s.for_each)
+                        {
+                            list.push(s);
+                        }
+                    }
+                }
+                by_spoke.retain(|_, l| !l.is_empty());
+                if by_spoke.is_empty() {
+                    continue;
+                }
+                any = true;
+                outln!(
+                    "# {}/{} (hub {}): under `conversion:`",
+                    r.group,
+                    r.kind,
+                    r.hub
+                );
+                for (spoke, list) in by_spoke {
+                    outln!("{spoke}:");
+                    for s in list {
+                        match &s.for_each {
+                            None => outln!("  - {}  # suggested: {}", s.rule, s.why),
+                            Some(p) => outln!(
+                                "  # inside the `forEach` over `{p}`:\n  # - {}  # suggested: {}",
+                                s.rule,
+                                s.why
+                            ),
+                        }
+                    }
+                }
+            }
+            if !any {
+                outln!("# nothing to suggest: every field has a place");
+            }
+            Ok(())
+        }
+        Command::Diff { before, after } => {
+            let (a, b) = (analysis_facts(&before)?, analysis_facts(&after)?);
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            let empty = std::collections::BTreeSet::new();
+            let mut differ = false;
+            for key in keys {
+                let (fa, fb) = (a.get(key).unwrap_or(&empty), b.get(key).unwrap_or(&empty));
+                if fa == fb {
+                    continue;
+                }
+                differ = true;
+                outln!("{key}");
+                for f in fa.difference(fb) {
+                    outln!("  - {f}");
+                }
+                for f in fb.difference(fa) {
+                    outln!("  + {f}");
+                }
+            }
+            if differ {
+                Err(Exit::quiet(NO))
+            } else {
+                outln!("no difference in coverage, claims, lossless flags or errors");
+                Ok(())
+            }
+        }
+        Command::Analyze { katalogs, output } => {
+            let mut worst = exit::SUCCESS;
+            let mut json = Vec::new();
+            for path in &katalogs {
+                let analyzed = files::read_katalog(path)
+                    .map_err(Exit::from)
+                    .and_then(|sources| {
+                        katalog_lang::analyze_with_crds(&sources, files::read_crd)
+                            .map_err(Exit::from)
+                    });
+                match analyzed {
+                    Ok((_, analysis)) => {
+                        for d in analysis.diagnostics.iter() {
+                            eprintln!("{}", d.render());
+                        }
+                        if analysis.has_errors() {
+                            worst = worst.max(NO);
+                        }
+                        match output {
+                            AnalyzeFormat::Table => {
+                                out!("{}", analysis_table(path, &analysis))
+                            }
+                            AnalyzeFormat::Json => json.push(serde_json::json!({
+                                "katalog": path.display().to_string(),
+                                "resources": analysis.resources,
+                                "errors": analysis.diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                            })),
+                        }
+                    }
+                    Err(Exit(message, code)) => {
+                        eprint!("{message}");
+                        worst = worst.max(if code == KATALOG { NO } else { code });
+                    }
+                }
+            }
+            if let AnalyzeFormat::Json = output {
+                print_values(&json, Format::Json);
             }
             match worst {
                 exit::SUCCESS => Ok(()),
@@ -1112,6 +1388,89 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 }
 
 /// The compiled Katalog, warnings left to the caller.
+/// What `katalog diff` compares: per resource, spoke and direction, one
+/// line per fact (`claimed spec.x`, `lossless`, ...), and the errors
+/// (without their location, which any edit moves).
+fn analysis_facts(
+    path: &Path,
+) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>, Exit> {
+    let sources = files::read_katalog(path)?;
+    let mut facts: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    let errors = match katalog_lang::analyze_with_crds(&sources, files::read_crd) {
+        Ok((_, analysis)) => {
+            for r in &analysis.resources {
+                for d in &r.directions {
+                    let set = facts
+                        .entry(format!("{}/{} {} -> {}", r.group, r.kind, d.from, d.to))
+                        .or_default();
+                    set.insert(if d.lossless { "lossless" } else { "lossy" }.to_string());
+                    for (what, paths) in [
+                        ("identical", &d.identical),
+                        ("stashed", &d.stashed),
+                        ("unclaimed", &d.unclaimed),
+                    ] {
+                        set.extend(paths.iter().map(|p| format!("{what} {p}")));
+                    }
+                    set.extend(d.claimed.iter().map(|c| format!("claimed {}", c.path)));
+                }
+            }
+            analysis.diagnostics
+        }
+        Err(diags) => diags,
+    };
+    let set = facts.entry("errors".to_string()).or_default();
+    set.extend(errors.iter().map(|d| match &d.help {
+        Some(h) => format!("{} ({h})", d.message),
+        None => d.message.clone(),
+    }));
+    facts.retain(|_, v| !v.is_empty());
+    Ok(facts)
+}
+
+/// `katalog analyze -o table`: per resource, each spoke and direction with
+/// its verdict, the fields by fate, then each rule's verdict.
+fn analysis_table(path: &Path, analysis: &katalog_lang::analysis::Analysis) -> String {
+    let mut out = String::new();
+    if analysis.resources.is_empty() {
+        out.push_str(&format!(
+            "{}: no resource with a `crd:` to analyse\n",
+            path.display()
+        ));
+    }
+    for r in &analysis.resources {
+        out.push_str(&format!("{}/{} (hub {})\n", r.group, r.kind, r.hub));
+        for d in &r.directions {
+            let verdict = match (d.errors, d.lossless) {
+                (0, true) => "lossless".to_string(),
+                (0, false) => "lossy (acknowledged)".to_string(),
+                (n, _) => format!("{n} error{}", plural(n)),
+            };
+            out.push_str(&format!(
+                "  {} -> {}: {verdict}; {} identical, {} claimed, {} stashed, {} unclaimed\n",
+                d.from,
+                d.to,
+                d.identical.len(),
+                d.claimed.len(),
+                d.stashed.len(),
+                d.unclaimed.len()
+            ));
+            for u in &d.unclaimed {
+                out.push_str(&format!("    unclaimed  {u}\n"));
+            }
+            for v in &d.rules {
+                out.push_str(&format!(
+                    "    {:<9}  {}: {}\n",
+                    if v.lossless { "lossless" } else { "lossy" },
+                    v.rule,
+                    v.why
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
     Ok(files::compile_katalog(&sources)?)

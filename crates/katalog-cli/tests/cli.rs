@@ -436,6 +436,69 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 2,
     },
+    // The schema analysis (docs/analysis.md): a clean report, a report with
+    // errors (exit 1, as `check`), and the JSON form.
+    Case {
+        name: "analyze-crontab",
+        args: &["analyze", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "analyze-errors",
+        args: &[
+            "analyze",
+            "crates/katalog-lang/testdata/schema-errors/pruning.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "init-crontab",
+        args: &["init", "--crd", "katalogs/crontab.crd.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "suggest-coverage",
+        args: &[
+            "suggest",
+            "crates/katalog-lang/testdata/schema-errors/coverage.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "suggest-pruning",
+        args: &[
+            "suggest",
+            "crates/katalog-lang/testdata/schema-errors/pruning.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "diff-coverage-fixed",
+        args: &[
+            "diff",
+            "crates/katalog-lang/testdata/schema-errors/coverage.yaml",
+            "crates/katalog-cli/tests/golden/coverage-fixed.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "diff-same",
+        args: &["diff", "katalogs/crontab.yaml", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "analyze-json",
+        args: &["analyze", "-o", "json", "katalogs/hostport.yaml"],
+        stdin: None,
+        code: 0,
+    },
     // Batch dry runs, matched rules, warnings and every exit code (docs/cli.md).
     Case {
         name: "check-warnings",

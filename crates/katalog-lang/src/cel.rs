@@ -223,6 +223,17 @@ impl CelProgram {
         out
     }
 
+    /// The field paths the expression selects with dots on the identifier
+    /// `root`: `object.spec.replicas` gives `["spec", "replicas"]`. Each
+    /// chain is cut at its first step that is not a field selection (an
+    /// index, a call, `.?` optional selection); a chain that selects nothing
+    /// is left out. In source order, each once.
+    pub fn selections_on(&self, root: &str) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        walk_selections(&self.inner.ast, root, &mut out);
+        out
+    }
+
     /// Evaluates with the given variables bound (JSON values converted to CEL
     /// values) and returns the result converted back to JSON (see the module
     /// docs for the conversion rules).
@@ -428,6 +439,59 @@ fn walk_variables(expr: &IdedExpr, out: &mut Vec<String>) {
                 &c.result,
             ] {
                 walk_variables(e, out);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
+}
+
+fn walk_selections(expr: &IdedExpr, root: &str, out: &mut Vec<Vec<String>>) {
+    match &expr.expr {
+        Expr::Select(select) => {
+            let mut fields = vec![select.field.clone()];
+            let mut operand = &select.operand;
+            while let Expr::Select(inner) = &operand.expr {
+                fields.push(inner.field.clone());
+                operand = &inner.operand;
+            }
+            if matches!(&operand.expr, Expr::Ident(n) if n == root) {
+                fields.reverse();
+                if !out.contains(&fields) {
+                    out.push(fields);
+                }
+            } else {
+                walk_selections(operand, root, out);
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                walk_selections(target, root, out);
+            }
+            for arg in &call.args {
+                walk_selections(arg, root, out);
+            }
+        }
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .for_each(|e| walk_selections(e, root, out)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    walk_selections(&e.key, root, out);
+                    walk_selections(&e.value, root, out);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk_selections(e, root, out);
             }
         }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}

@@ -34,7 +34,24 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
 /// `crd:` against that CRD (see [`crate::schema`]): its names, scope and
 /// versions, and every conversion path against the schema of the side it
 /// names. A resource without a CRD in `schemas` is compiled unchecked.
+/// The rules are then checked against the schemas by
+/// [`crate::analysis::analyze`]; its errors are compile errors.
 pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Diagnostics> {
+    let ir = compile_unanalyzed(loaded, schemas)?;
+    // The conversion rules against the CRD schemas: a Katalog that can lose
+    // data does not compile.
+    if !schemas.crds.is_empty() {
+        let analysis = crate::analysis::analyze(loaded, &ir, schemas);
+        if analysis.has_errors() {
+            return Err(analysis.diagnostics);
+        }
+    }
+    Ok(ir)
+}
+
+/// [`compile_with_schemas`] without the analysis (for `katalog analyze`,
+/// which reports it instead).
+pub(crate) fn compile_unanalyzed(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Diagnostics> {
     let mut c = Compiler {
         rules: Vec::new(),
         diags: Diagnostics::default(),
@@ -357,6 +374,7 @@ impl Compiler<'_> {
                 continue; // merged into its stash
             }
             if let Some(id) = self.rule(scope, rule, &rat, &defaults) {
+                self.rules[id.0 as usize].at = rat.clone();
                 ids.push(id);
                 owners.push((position(i), id));
             }
@@ -602,6 +620,7 @@ impl Compiler<'_> {
             spoke_paths,
             proof,
             origin,
+            at: DocPath::default(),
         });
         id
     }

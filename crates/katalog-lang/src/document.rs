@@ -141,7 +141,12 @@ impl Rule {
 pub struct RenameRule {
     pub hub: String,
     pub spoke: String,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -158,7 +163,12 @@ pub struct StashRule {
     /// Overrides the resource's stash annotation for this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation: Option<String>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -169,7 +179,12 @@ pub struct StashRule {
 pub struct DefaultRule {
     pub hub: String,
     pub value: Value,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -183,7 +198,12 @@ pub struct ConstantRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoke: Option<String>,
     pub value: Value,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -195,7 +215,12 @@ pub struct DeleteRule {
     pub hub: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoke: Option<String>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -220,7 +245,12 @@ pub struct EnumMapRule {
     pub map: BTreeMap<String, String>,
     #[serde(default)]
     pub unmapped: Unmapped,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -243,7 +273,12 @@ pub struct CoerceRule {
     pub spoke: Option<String>,
     pub hub_type: ScalarType,
     pub spoke_type: ScalarType,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -290,7 +325,12 @@ pub struct SplitRule {
     pub template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<String>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -308,7 +348,12 @@ pub struct JoinRule {
     pub template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<String>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -324,7 +369,12 @@ pub struct WrapRule {
     pub key: Option<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub list: bool,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -336,7 +386,12 @@ pub struct ListMapRule {
     pub hub: String,
     pub spoke: String,
     pub key: String,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -350,7 +405,12 @@ pub struct ForEachRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoke: Option<String>,
     pub rules: Vec<Rule>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -368,7 +428,12 @@ pub struct CelRule {
     /// counts as covered by a round-trip test.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<CelExample>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(
+        default,
+        skip_serializing_if = "is_false",
+        deserialize_with = "lossy_flag"
+    )]
+    #[schemars(with = "LossyAck")]
     pub lossy: bool,
 }
 
@@ -841,6 +906,29 @@ pub struct ResourceProtection {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// `lossy` on a rule: the author accepts that the rule (or what the schema
+/// analysis finds about it) loses data. `true`, or the reason as a string
+/// (`lossy: "v1beta1 has no field for the timeout"`), which says the same
+/// and documents why.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // only its JSON Schema is used
+enum LossyAck {
+    Flag(bool),
+    /// Why the loss is acceptable; not empty.
+    Reason(String),
+}
+
+fn lossy_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Bool(b) => Ok(b),
+        Value::String(s) if !s.trim().is_empty() => Ok(true),
+        _ => Err(serde::de::Error::custom(
+            "`lossy` is `true`, `false`, or the reason for the loss as a non-empty string",
+        )),
+    }
 }
 
 /// The JSON Schema of a Katalog document, as checked in under `schemas/`.

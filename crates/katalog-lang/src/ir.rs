@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::cel::CelProgram;
 use crate::document::{ScalarType, Scope, Unmapped};
 use crate::path::Path;
-use crate::source::Loc;
+use crate::source::{DocPath, Loc};
 
 /// Index of a rule in [`Ir::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,6 +98,9 @@ pub struct RuleIr {
     pub proof: Proof,
     /// Where the rule was written, e.g. `crontab.yaml:12:11 (rename)`.
     pub origin: String,
+    /// The rule's place in its Katalog document (`spec.resources[0].conversion.v2[1]`),
+    /// so later analyses can locate what they find at its keys.
+    pub at: DocPath,
 }
 
 impl RuleIr {

@@ -32,6 +32,7 @@
 //! ```
 
 pub mod admission;
+pub mod analysis;
 pub mod cel;
 pub mod compile;
 pub mod convert;
@@ -72,8 +73,55 @@ pub fn compile_sources(sources: &[Source]) -> Result<Ir, Diagnostics> {
 /// that cannot be read included, is reported together, located at its key.
 pub fn compile_with_crds(
     sources: &[Source],
-    mut read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+    read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
 ) -> Result<Ir, Diagnostics> {
+    let (loaded, schemas, mut diags) = load_with_crds(sources, read_crd);
+    match compile::compile_with_schemas(&loaded, &schemas) {
+        Ok(ir) if diags.is_empty() => Ok(ir),
+        Ok(_) => {
+            diags.sort();
+            Err(diags)
+        }
+        Err(more) => {
+            diags.0.extend(more.0);
+            diags.sort();
+            Err(diags)
+        }
+    }
+}
+
+/// Load and compile a Katalog as [`compile_with_crds`] does, and return the
+/// analysis of its conversion rules against the CRD schemas (see
+/// [`analysis`]) with the IR: what `katalog analyze` prints. `Err` when the
+/// Katalog fails to compile for another reason; the analysis's own errors
+/// are in [`analysis::Analysis::diagnostics`].
+pub fn analyze_with_crds(
+    sources: &[Source],
+    read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+) -> Result<(Ir, analysis::Analysis), Diagnostics> {
+    let (loaded, schemas, mut diags) = load_with_crds(sources, read_crd);
+    match compile::compile_unanalyzed(&loaded, &schemas) {
+        Ok(ir) if diags.is_empty() => {
+            let analysis = analysis::analyze(&loaded, &ir, &schemas);
+            Ok((ir, analysis))
+        }
+        Ok(_) => {
+            diags.sort();
+            Err(diags)
+        }
+        Err(more) => {
+            diags.0.extend(more.0);
+            diags.sort();
+            Err(diags)
+        }
+    }
+}
+
+/// Load the sources and read the CRDs their `crd:` keys name.
+fn load_with_crds(
+    sources: &[Source],
+    mut read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+) -> (load::Loaded, schema::Schemas, Diagnostics) {
     let (loaded, mut diags) = load::load(sources);
     let mut read = Vec::new();
     for reference in load::crd_references(&loaded) {
@@ -91,16 +139,5 @@ pub fn compile_with_crds(
     }
     let (schemas, more) = schema::Schemas::load(&read);
     diags.0.extend(more.0);
-    match compile::compile_with_schemas(&loaded, &schemas) {
-        Ok(ir) if diags.is_empty() => Ok(ir),
-        Ok(_) => {
-            diags.sort();
-            Err(diags)
-        }
-        Err(more) => {
-            diags.0.extend(more.0);
-            diags.sort();
-            Err(diags)
-        }
-    }
+    (loaded, schemas, diags)
 }

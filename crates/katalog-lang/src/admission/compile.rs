@@ -127,6 +127,11 @@ impl Ctx<'_> {
             )
             .help = Some(help);
         }
+        // Field selections on `object`, where the schema is known.
+        for fields in prog.selections_on("object") {
+            let path = Path::from_segments(fields.into_iter().map(Segment::Key).collect());
+            self.check_schema(&path, at);
+        }
         (self.diags.len() == before).then_some(prog)
     }
 
