@@ -17,8 +17,8 @@ use crate::document::{
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
 use crate::ir::{
-    Direction, Ir, Op, PartsIr, Proof, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece,
-    VersionIr, WrapHow,
+    Direction, Ir, Op, PartsIr, Proof, ResourceIr, RuleId, RuleIr, Side, Splitter, StashSlot,
+    TemplatePiece, VersionIr, WrapHow,
 };
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
@@ -909,6 +909,10 @@ impl Compiler<'_> {
                         parts,
                         splitter,
                         placeholder: s.placeholder.clone(),
+                        marker: s.placeholder.as_ref().map(|_| StashSlot {
+                            annotation: scope.annotation.to_string(),
+                            section: scope.hub_version.to_string(),
+                        }),
                     },
                     vec![joined],
                     part_paths,
@@ -935,6 +939,10 @@ impl Compiler<'_> {
                         parts,
                         splitter,
                         placeholder: s.placeholder.clone(),
+                        marker: s.placeholder.as_ref().map(|_| StashSlot {
+                            annotation: scope.annotation.to_string(),
+                            section: scope.spoke_version.to_string(),
+                        }),
                     },
                     part_paths,
                     vec![joined],

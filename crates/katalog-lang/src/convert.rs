@@ -437,9 +437,30 @@ impl Ctx<'_> {
                 parts,
                 splitter,
                 placeholder,
+                marker,
             } => {
+                let marker_key = prefix_of(*joined_side).join(joined).to_string();
+                // A marker left on the object is never trusted: the joined
+                // side recomputes it, and the parts side consumes it.
+                let old_marker = match marker {
+                    Some(slot) if self.stash.has(&slot.annotation) => {
+                        self.stash
+                            .take(&slot.annotation, &slot.section, &marker_key)?
+                    }
+                    _ => None,
+                };
+                let ph = placeholder.as_deref();
+                let only_placeholders = ph.and_then(|ph| all_placeholders(parts, splitter, ph));
                 if *joined_side == source_side {
                     let Some(v) = first else { return Ok(vec![]) };
+                    // Every part absent: only the marker says it was there.
+                    if let (Some(slot), Some(all)) = (marker, &only_placeholders)
+                        && v.as_str() == Some(all.as_str())
+                    {
+                        self.stash
+                            .put(&slot.annotation, &slot.section, &marker_key, v);
+                        return Ok(vec![]);
+                    }
                     let Some(s) = v.as_str() else {
                         return fail(format!(
                             "`{joined}` must be a string to split, found {}",
@@ -464,6 +485,13 @@ impl Ctx<'_> {
                         .zip(input)
                         .filter_map(|(p, v)| v.map(|v| (p, v)))
                         .collect();
+                    if pieces.is_empty()
+                        && let (Some(Stashed::Value(v)), Some(all)) =
+                            (old_marker, &only_placeholders)
+                        && v.as_str() == Some(all.as_str())
+                    {
+                        return Ok(vec![(joined.clone(), v)]);
+                    }
                     match join(&pieces, parts, splitter, placeholder.as_deref(), joined)? {
                         None => vec![],
                         Some(s) => {
@@ -588,6 +616,11 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
                 section,
                 ..
             } if *s == side => out.push((annotation.clone(), section.clone())),
+            Op::Split {
+                joined_side,
+                marker: Some(slot),
+                ..
+            } if *joined_side == side => out.push((slot.annotation.clone(), slot.section.clone())),
             Op::ForEach { rules, .. } => nested_stashes(ir, rules, side, out),
             _ => {}
         }
@@ -699,6 +732,7 @@ fn placeholders_split(
         parts,
         splitter,
         placeholder: Some(ph),
+        ..
     } = &rule.op
     else {
         return None;
@@ -740,6 +774,7 @@ fn empty_parts_join(
         parts,
         splitter,
         placeholder,
+        ..
     } = &rule.op
     else {
         return None;
@@ -1167,6 +1202,15 @@ impl StashState {
             Value::Object(m) => Ok(m),
             _ => fail("internal: stash section is not an object"),
         }
+    }
+
+    /// Whether the object carries `annotation`, or a rule already wrote it.
+    fn has(&self, annotation: &str) -> bool {
+        self.annotations.iter().any(|(k, _)| k == annotation)
+            || self
+                .original
+                .as_ref()
+                .is_some_and(|a| a.contains_key(annotation))
     }
 
     fn put(&mut self, annotation: &str, section: &str, key: &str, v: Value) {

@@ -133,6 +133,14 @@ pub enum TemplatePiece {
     Capture(String),
 }
 
+/// An entry of a stash annotation: the annotation and the section (the
+/// version that owns the field) it goes in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StashSlot {
+    pub annotation: String,
+    pub section: String,
+}
+
 /// Where the pieces go.
 #[derive(Debug, Clone)]
 pub enum PartsIr {
@@ -193,6 +201,10 @@ pub enum Op {
         parts: PartsIr,
         splitter: Splitter,
         placeholder: Option<String>,
+        /// Where the string of placeholders only is recorded while the object
+        /// is on the parts side (every part is absent there, so nothing else
+        /// says it was there). Set whenever `placeholder` is.
+        marker: Option<StashSlot>,
     },
     /// `plain` (on the other side) is `wrapped` (on `wrapped_side`) unwrapped.
     Wrap {
@@ -301,6 +313,7 @@ impl fmt::Display for Op {
                 parts,
                 splitter,
                 placeholder,
+                ..
             } => {
                 write!(f, "split {}:{joined} <-> ", side_name(*joined_side))?;
                 match parts {
