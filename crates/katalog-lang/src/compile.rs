@@ -317,6 +317,7 @@ impl Compiler<'_> {
             versions,
             stash_annotation: annotation,
             crd: r.crd.clone(),
+            schemas: crd.map(|c| std::sync::Arc::new(c.clone())),
             loc: Some(loc),
         })
     }

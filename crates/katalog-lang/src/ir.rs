@@ -78,6 +78,8 @@ pub struct ResourceIr {
     pub versions: Vec<VersionIr>,
     pub stash_annotation: String,
     pub crd: Option<String>,
+    /// The CRD `crd:` names, when it was read: the schema of each version.
+    pub schemas: Option<std::sync::Arc<crate::schema::Crd>>,
     pub loc: Option<Loc>,
 }
 

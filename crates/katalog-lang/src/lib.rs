@@ -37,6 +37,7 @@ pub mod compile;
 pub mod convert;
 pub mod document;
 pub mod error;
+pub mod fuzz;
 pub mod ir;
 pub mod load;
 pub mod path;
