@@ -118,6 +118,16 @@ fn convert_between(
     // Whether the input had the map and it was already empty.
     let had = |field: &str| matches!(obj.pointer(&format!("/metadata/{field}")), Some(Value::Object(m)) if m.is_empty());
     let (had_labels, had_annotations) = (had("labels"), had("annotations"));
+    // The remainder comes back first, at the spoke paths it was taken from,
+    // so the rules carry it to the hub like any other field.
+    if from != resource.hub
+        && let Some(r) = resource.version(from).and_then(|v| v.remainder.as_ref())
+    {
+        crate::remainder::restore(r, obj).map_err(|message| ConvertError {
+            message,
+            rule: Some(r.origin.clone()),
+        })?;
+    }
     let mut stash = StashState::with_original(obj);
     // CEL's `object` is the object as it came in; copied only when needed.
     let uses_cel = |v: &str| {
@@ -148,6 +158,14 @@ fn convert_between(
         ctx.run(rules, dir, obj, &Path::root(), &Path::root())?;
     }
     stash.write_back(obj)?;
+    if to != resource.hub
+        && let Some(r) = resource.version(to).and_then(|v| v.remainder.as_ref())
+    {
+        crate::remainder::keep(r, obj).map_err(|message| ConvertError {
+            message,
+            rule: Some(r.origin.clone()),
+        })?;
+    }
     // Label and annotation maps the conversion emptied (a constant label
     // taken away, say) go, as Kubernetes leaves empty maps out; a map that
     // came in empty stays.

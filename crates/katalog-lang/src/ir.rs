@@ -88,6 +88,19 @@ pub struct VersionIr {
     pub name: String,
     /// Empty for the hub and for spokes identical to it.
     pub rules: Vec<RuleId>,
+    /// `stash: {remainder: true}`: what this spoke's schema cannot represent
+    /// is kept in one annotation.
+    pub remainder: Option<RemainderIr>,
+}
+
+/// A whole-remainder stash of one spoke.
+#[derive(Debug)]
+pub struct RemainderIr {
+    pub annotation: String,
+    /// The spoke's schema (the whole object's).
+    pub schema: crate::schema::SchemaNode,
+    /// Where the rule was written.
+    pub origin: String,
 }
 
 #[derive(Debug)]

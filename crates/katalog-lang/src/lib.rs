@@ -41,6 +41,7 @@ pub mod fuzz;
 pub mod ir;
 pub mod load;
 pub mod path;
+pub mod remainder;
 pub mod review;
 pub mod schema;
 pub mod source;

@@ -61,3 +61,72 @@ fn every_example_katalog_with_a_crd_survives_fuzzing() {
         );
     }
 }
+
+fn remainder_ir() -> katalog_lang::Ir {
+    let file =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/rules/remainder.yaml");
+    compile_with_crds(&[read(&file)], |r| Ok(vec![read(&r.path())]))
+        .unwrap_or_else(|d| panic!("{}", d.render()))
+}
+
+#[test]
+fn the_remainder_stash_survives_fuzzing() {
+    let report = fuzz(
+        &remainder_ir(),
+        FuzzOptions {
+            count: COUNT,
+            seed: 0,
+        },
+    );
+    eprintln!("{report}");
+    assert_eq!(report.trips.len(), 2, "{report}");
+    assert_eq!(report.findings(), 0, "{report}");
+}
+
+/// GET at v1 (the remainder is written), the user removes a field of `spec`,
+/// PUT at v1 (converted up): what the user removed, and everything that
+/// lived under it, never comes back at the hub.
+#[test]
+fn a_field_removed_at_the_spoke_never_comes_back() {
+    use katalog_lang::convert::convert;
+    use katalog_lang::fuzz::{Generator, Rng};
+    let ir = remainder_ir();
+    let resource = &ir.resources[0];
+    let crd = resource.schemas.as_ref().expect("the CRD");
+    let hub_schema = crd
+        .version("v2")
+        .and_then(|v| v.schema.as_ref())
+        .expect("v2");
+    let mut rng = Rng::new(0);
+    let mut checked = 0;
+    for i in 0..COUNT {
+        let mut hub = Generator::new(&mut rng).object(
+            hub_schema,
+            "examples.katalog.dev/v2",
+            "Database",
+            &format!("db-{i}"),
+        );
+        hub["metadata"]["resourceVersion"] = format!("{i}").into();
+        let spoke = convert(&ir, &hub, "examples.katalog.dev/v1").expect("down");
+        let Some(spec) = spoke["spec"].as_object() else {
+            continue;
+        };
+        for key in spec.keys() {
+            let mut edited = spoke.clone();
+            edited["spec"].as_object_mut().unwrap().shift_remove(key);
+            let back = convert(&ir, &edited, "examples.katalog.dev/v2").expect("up");
+            let hub_key = if key == "instances" {
+                "replicas"
+            } else {
+                key.as_str()
+            };
+            assert!(
+                back["spec"].get(hub_key).is_none(),
+                "spec.{key} removed at v1 came back as spec.{hub_key}: {}\nspoke: {edited}",
+                back["spec"]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > COUNT, "only {checked} removals checked");
+}
