@@ -102,6 +102,11 @@ impl<'r> Generator<'r> {
         out.insert("kind".into(), kind.into());
         let mut meta = Map::new();
         meta.insert("name".into(), name.into());
+        // Every stored object has one, and an update carries it.
+        meta.insert(
+            "resourceVersion".into(),
+            (1 + self.rng.below(1_000_000)).to_string().into(),
+        );
         if self.rng.one_in(4) {
             let mut labels = Map::new();
             labels.insert("app".into(), self.pool_string().into());
@@ -635,7 +640,7 @@ fn smaller(v: &Value, schema: Option<&SchemaNode>, keep: &[&str]) -> Vec<Value> 
                 }
                 // The object keeps its name.
                 let inner: &[&str] = if keep == ROOT_KEEP && k == "metadata" {
-                    &["name"]
+                    &["name", "resourceVersion"]
                 } else {
                     &[]
                 };
@@ -983,9 +988,11 @@ spec:
             found.input["spec"],
             serde_json::json!({"b": found.input["spec"]["b"]})
         );
+        // Shrunk to the name and resourceVersion, which it always keeps.
         assert_eq!(
             found.input["metadata"],
-            serde_json::json!({"name": format!("fuzz-{}", found.index)})
+            serde_json::json!({"name": format!("fuzz-{}", found.index),
+                "resourceVersion": found.input["metadata"]["resourceVersion"]})
         );
         assert_eq!(
             found

@@ -13,10 +13,16 @@
 //! each field put back, but only where the spoke object does not contradict
 //! it: the field is still absent and its parent object still exists (the
 //! user did not remove the object the field lived in). It fails instead of
-//! guessing when the record cannot be trusted: a `resourceVersion` other
-//! than the one it was written at (an update that does not carry the state
-//! it was read at), or a list element that changed, so that a field could
-//! land in another element.
+//! guessing when the record cannot be trusted: a list element that changed,
+//! so that a field could land in another element, or a `resourceVersion` or
+//! `generation` that shows the object changed since the record was written.
+//!
+//! On a cluster the staleness guard is the apiserver's own: an update carries
+//! the `resourceVersion` it was read at and is refused with a conflict when
+//! the object changed since. The webhook never sees that `resourceVersion`
+//! (the apiserver clears it before it converts for storage, and converts
+//! reads before it sets it), so an unconditional update of a stale copy is
+//! last-write-wins for the hidden fields as for the visible ones.
 
 use serde_json::{Map, Value};
 
@@ -28,6 +34,9 @@ use crate::schema::SchemaNode;
 /// What `keep` takes out and `restore` puts back.
 struct Record {
     resource_version: Option<String>,
+    /// `metadata.generation` when it was written: the apiserver stores it
+    /// with the object and raises it on every change of the object's spec.
+    generation: Option<i64>,
     fields: Vec<(Path, Value)>,
     /// The spoke's view of each list element a field was taken from.
     elements: Vec<(Path, Value)>,
@@ -37,6 +46,10 @@ fn annotations(obj: &mut Value) -> Option<&mut Map<String, Value>> {
     obj.get_mut("metadata")?
         .get_mut("annotations")?
         .as_object_mut()
+}
+
+fn generation(obj: &Value) -> Option<i64> {
+    obj.pointer("/metadata/generation").and_then(Value::as_i64)
 }
 
 fn resource_version(obj: &Value) -> Option<String> {
@@ -142,6 +155,7 @@ pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
     }
     let record = Record {
         resource_version: resource_version(obj),
+        generation: generation(obj),
         fields,
         elements,
     };
@@ -186,6 +200,9 @@ fn encode(record: &Record) -> String {
     let mut m = Map::new();
     if let Some(rv) = &record.resource_version {
         m.insert("resourceVersion".into(), rv.clone().into());
+    }
+    if let Some(g) = record.generation {
+        m.insert("generation".into(), g.into());
     }
     let fields: Map<String, Value> = record
         .fields
@@ -234,8 +251,13 @@ fn decode(annotation: &str, text: &str) -> Result<Record, String> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(bad()),
     };
+    let generation = match m.get("generation") {
+        None => None,
+        Some(g) => Some(g.as_i64().ok_or_else(bad)?),
+    };
     Ok(Record {
         resource_version,
+        generation,
         fields: paths("fields")?,
         elements: paths("elements")?,
     })
@@ -262,12 +284,9 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
         let now = resource_version(obj);
         if now.as_deref() != Some(written.as_str()) {
             return Err(format!(
-                "annotation `{}` was written when the object was read at resourceVersion {written}, but this object {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
+                "annotation `{}` was written when the object was read at resourceVersion {written}, but this object is at resourceVersion {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
                 r.annotation,
-                match now {
-                    Some(rv) => format!("is at resourceVersion {rv}"),
-                    None => "carries no resourceVersion".to_string(),
-                },
+                now.unwrap_or_default(),
                 list(&record.fields)
             ));
         }
@@ -275,6 +294,18 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
     // An element that is gone was removed, with what it held; one that is
     // there but different may be another element moved into its place.
     let mut removed: Vec<&Path> = Vec::new();
+    // The write that carries the remainder raises the generation by at most
+    // one; more means the spec changed since the read.
+    if let (Some(read), Some(now)) = (record.generation, generation(obj))
+        && now != read
+        && now != read + 1
+    {
+        return Err(format!(
+            "annotation `{}` was written at generation {read}, but the object is at generation {now}: the object changed since it was read, and restoring could bring back fields removed since: read the object again, or remove the annotation to drop them ({})",
+            r.annotation,
+            list(&record.fields)
+        ));
+    }
     for (element, seen) in &record.elements {
         match element.get(obj) {
             None => removed.push(element),
@@ -354,7 +385,7 @@ mod tests {
         );
         // Without the other annotation it fits, and comes back.
         let hub = json!({"apiVersion": "examples.katalog.dev/v2", "kind": "Database",
-            "metadata": {"name": "fits"}, "spec": {"backup": {"schedule": "y".repeat(ANNOTATIONS_LIMIT - 200)}}});
+            "metadata": {"name": "fits", "resourceVersion": "1"}, "spec": {"backup": {"schedule": "y".repeat(ANNOTATIONS_LIMIT - 200)}}});
         let spoke = convert(&ir, &hub, "examples.katalog.dev/v1").unwrap();
         assert_eq!(
             convert(&ir, &spoke, "examples.katalog.dev/v2").unwrap(),
