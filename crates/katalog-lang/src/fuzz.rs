@@ -619,7 +619,8 @@ fn shrink(ir: &Ir, mut object: Value, schema: &SchemaNode, from: &str, via: &str
 
 const ROOT_KEEP: &[&str] = &["apiVersion", "kind", "metadata"];
 
-/// Variants of `v` with one field or element removed, or one string emptied;
+/// Variants of `v` with one field or element removed, one string emptied or
+/// one number made 0;
 /// the `keep` keys stay.
 fn smaller(v: &Value, schema: Option<&SchemaNode>, keep: &[&str]) -> Vec<Value> {
     let mut out = Vec::new();
@@ -665,6 +666,16 @@ fn smaller(v: &Value, schema: Option<&SchemaNode>, keep: &[&str]) -> Vec<Value> 
                     w[i] = c;
                     out.push(Value::Array(w));
                 }
+            }
+        }
+        Value::Number(n) if n.as_i64() != Some(0) => {
+            let zero_fits = schema.is_none_or(|s| {
+                s.enum_values.is_empty()
+                    && s.minimum.is_none_or(|m| m <= 0.0)
+                    && s.maximum.is_none_or(|m| m >= 0.0)
+            });
+            if zero_fits {
+                out.push(Value::from(0));
             }
         }
         Value::String(s) if !s.is_empty() => {
