@@ -235,6 +235,16 @@ enum Command {
         /// Run only cases whose name matches this regex.
         #[arg(long = "case")]
         case: Option<String>,
+        /// Also fuzz each suite's Katalog: N objects per version, generated
+        /// from its CRD schemas, converted to every other version through
+        /// the hub and back; the first that does not come back is shown,
+        /// shrunk, with the rules responsible.
+        /// Example: `katalog test --fuzz 10000 --seed 7 katalogs/`
+        #[arg(long, value_name = "N")]
+        fuzz: Option<u64>,
+        /// The fuzzing seed (the same seed generates the same objects).
+        #[arg(long, default_value_t = 0, requires = "fuzz")]
+        seed: u64,
     },
     /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
     /// development CA and certificate are generated.
@@ -1020,7 +1030,15 @@ fn run(cli: Cli) -> Result<(), Exit> {
             output,
             fail_only,
             case,
-        } => test_cmd::run(&paths, output, fail_only, case.as_deref()),
+            fuzz,
+            seed,
+        } => test_cmd::run(
+            &paths,
+            output,
+            fail_only,
+            case.as_deref(),
+            fuzz.map(|count| katalog_lang::fuzz::FuzzOptions { count, seed }),
+        ),
         Command::Debug {
             what: DebugCommand::Ir { katalog },
         } => {

@@ -65,12 +65,15 @@ pub fn run(
     output: Report,
     fail_only: bool,
     select: Option<&str>,
+    fuzz: Option<katalog_lang::fuzz::FuzzOptions>,
 ) -> Result<(), Exit> {
     let select = select
         .map(regex::Regex::new)
         .transpose()
         .map_err(|e| Exit(format!("error: --case is not a valid regex: {e}"), USAGE))?;
     let mut results = Vec::new();
+    // Each Katalog once, in the order the suites name them.
+    let mut fuzzed: Vec<(PathBuf, katalog_lang::fuzz::FuzzReport)> = Vec::new();
     for file in suite_files(paths)? {
         let text = std::fs::read_to_string(&file).map_err(|e| {
             Exit(
@@ -89,6 +92,12 @@ pub fn run(
             let ir = files::compile_katalog(&sources)?;
             for w in &ir.admission.warnings {
                 eprintln!("{}", w.render());
+            }
+            if let Some(options) = fuzz
+                && !fuzzed.iter().any(|(p, _)| *p == katalog_path)
+            {
+                let report = katalog_lang::fuzz::fuzz(&ir, options);
+                fuzzed.push((katalog_path.clone(), report));
             }
             let cases = suite
                 .spec
@@ -134,7 +143,26 @@ pub fn run(
         }
         Report::Junit => print_junit(&results, fail_only),
     }
-    if failed > 0 {
+    let mut fuzz_findings = 0;
+    for (katalog, report) in &fuzzed {
+        // The suite report owns standard output in the json and junit forms.
+        let text = if !report.trips.is_empty() {
+            format!("fuzz {}:\n{report}", katalog.display())
+        } else if !report.skipped.is_empty() {
+            format!(
+                "fuzz {}: no resource names a CRD (`crd:`), nothing to generate from\n",
+                katalog.display()
+            )
+        } else {
+            continue;
+        };
+        match output {
+            Report::Table => out!("{text}"),
+            Report::Json | Report::Junit => eprint!("{text}"),
+        }
+        fuzz_findings += report.findings();
+    }
+    if failed > 0 || fuzz_findings > 0 {
         return Err(Exit::quiet(NO));
     }
     if total == 0 {

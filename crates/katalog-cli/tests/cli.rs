@@ -253,6 +253,36 @@ const CASES: &[Case] = &[
         code: 0,
     },
     Case {
+        name: "test-fuzz",
+        args: &[
+            "test",
+            "--fuzz",
+            "300",
+            "--seed",
+            "3",
+            "katalogs/hostport.test.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "test-fuzz-finding",
+        args: &[
+            "test",
+            "--fuzz",
+            "300",
+            "crates/katalog-cli/tests/golden/fuzz-lossy.test.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "test-seed-without-fuzz",
+        args: &["test", "--seed", "3", "katalogs/hostport.test.yaml"],
+        stdin: None,
+        code: 2,
+    },
+    Case {
         name: "test-failing",
         args: &["test", "crates/katalog-cli/tests/golden/failing.test.yaml"],
         stdin: None,

@@ -17,8 +17,8 @@ use crate::document::{
 };
 use crate::error::{Diagnostic, Diagnostics, ErrorKind};
 use crate::ir::{
-    Direction, Ir, Op, PartsIr, Proof, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece,
-    VersionIr, WrapHow,
+    Direction, Ir, Op, PartsIr, Proof, RemainderIr, ResourceIr, RuleId, RuleIr, Side, Splitter,
+    StashSlot, TemplatePiece, VersionIr, WrapHow,
 };
 use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
@@ -280,6 +280,7 @@ impl Compiler<'_> {
         let mut versions = Vec::new();
         for v in &r.versions {
             let mut ids = Vec::new();
+            let mut remainder = None;
             if let Some(rules) = r.conversion.get(v) {
                 if *v == r.hub {
                     self.error(
@@ -301,11 +302,13 @@ impl Compiler<'_> {
                         spoke_base: &root,
                     };
                     ids = self.rule_list(&scope, rules, &at.key("conversion").key(v.clone()));
+                    remainder = self.remainder(&scope, rules, &at.key("conversion").key(v.clone()));
                 }
             }
             versions.push(VersionIr {
                 name: v.clone(),
                 rules: ids,
+                remainder,
             });
         }
         for v in r.conversion.keys() {
@@ -334,8 +337,83 @@ impl Compiler<'_> {
             versions,
             stash_annotation: annotation,
             crd: r.crd.clone(),
+            schemas: crd.map(|c| std::sync::Arc::new(c.clone())),
             loc: Some(loc),
         })
+    }
+
+    /// The version's `stash: {remainder: true}`, if it has one: it needs the
+    /// spoke's schema from the resource's CRD.
+    fn remainder(&mut self, scope: &Scope, rules: &[Rule], at: &DocPath) -> Option<RemainderIr> {
+        let position = |i: usize| scope.indices.and_then(|ix| ix.get(i).copied()).unwrap_or(i);
+        let mut found: Option<RemainderIr> = None;
+        for (i, rule) in rules.iter().enumerate() {
+            let Rule::Stash(s) = rule else { continue };
+            if !s.remainder {
+                continue;
+            }
+            let rat = at.index(position(i));
+            let here = rat.key("stash");
+            let origin = format!("{} (stash remainder)", scope.doc.locate(&rat));
+            if found.is_some() {
+                self.error(
+                    scope.doc,
+                    &here.key("remainder"),
+                    ErrorKind::Duplicate,
+                    "a version has at most one `remainder: true` stash",
+                );
+                continue;
+            }
+            let annotation = s
+                .annotation
+                .clone()
+                .unwrap_or_else(|| crate::document::DEFAULT_REMAINDER_ANNOTATION.to_string());
+            if let Some(problem) = annotation_key_problem(&annotation) {
+                self.error(
+                    scope.doc,
+                    &here.key("annotation"),
+                    ErrorKind::Invalid,
+                    format!("`{annotation}` is not a valid annotation key: {problem}"),
+                );
+                continue;
+            }
+            if annotation == scope.annotation {
+                self.error(
+                    scope.doc,
+                    &here.key("annotation"),
+                    ErrorKind::Invalid,
+                    format!("`{annotation}` is the resource's stash annotation; the remainder needs its own"),
+                );
+                continue;
+            }
+            let schema = scope
+                .crd
+                .and_then(|crd| crd.version(scope.spoke_version))
+                .and_then(|v| v.schema.clone());
+            let Some(schema) = schema else {
+                let why = match scope.crd {
+                    None => "the resource names no readable `crd:`".to_string(),
+                    Some(crd) => format!(
+                        "CRD `{}` gives no schema for `{}`",
+                        crd.name, scope.spoke_version
+                    ),
+                };
+                self.error(
+                    scope.doc,
+                    &here.key("remainder"),
+                    ErrorKind::Schema,
+                    format!("`remainder: true` is computed from the spoke's CRD schema, but {why}"),
+                )
+                .help = Some("set `crd:` on the resource to the CRD manifest".into());
+                continue;
+            };
+            found = Some(RemainderIr {
+                annotation,
+                schema,
+                origin,
+            });
+        }
+        found
     }
 
     /// Compile an ordered list of rules, then check that no two of them read
@@ -702,6 +780,27 @@ impl Compiler<'_> {
                     origin,
                 ))
             }
+            Rule::Stash(s) if s.remainder => {
+                // Compiled with its version (see `remainder`); here only
+                // where it may not stand.
+                if scope.nested {
+                    self.error(
+                        scope.doc,
+                        &at.key("remainder"),
+                        ErrorKind::Shape,
+                        "`remainder: true` keeps what a whole spoke cannot represent; it cannot stand inside `forEach`",
+                    )
+                    .help = Some("move it to the version's rule list".into());
+                } else if s.hub.is_some() || s.spoke.is_some() {
+                    self.error(
+                        scope.doc,
+                        &at,
+                        ErrorKind::Shape,
+                        "`remainder: true` stashes every field the spoke's schema lacks; it takes no `hub` or `spoke`",
+                    );
+                }
+                None
+            }
             Rule::Stash(s) => {
                 let (side, path) = self.one_side(scope, &at, &s.hub, &s.spoke)?;
                 let annotation = s
@@ -928,6 +1027,10 @@ impl Compiler<'_> {
                         parts,
                         splitter,
                         placeholder: s.placeholder.clone(),
+                        marker: s.placeholder.as_ref().map(|_| StashSlot {
+                            annotation: scope.annotation.to_string(),
+                            section: scope.hub_version.to_string(),
+                        }),
                     },
                     vec![joined],
                     part_paths,
@@ -954,6 +1057,10 @@ impl Compiler<'_> {
                         parts,
                         splitter,
                         placeholder: s.placeholder.clone(),
+                        marker: s.placeholder.as_ref().map(|_| StashSlot {
+                            annotation: scope.annotation.to_string(),
+                            section: scope.spoke_version.to_string(),
+                        }),
                     },
                     part_paths,
                     vec![joined],

@@ -118,6 +118,16 @@ fn convert_between(
     // Whether the input had the map and it was already empty.
     let had = |field: &str| matches!(obj.pointer(&format!("/metadata/{field}")), Some(Value::Object(m)) if m.is_empty());
     let (had_labels, had_annotations) = (had("labels"), had("annotations"));
+    // The remainder comes back first, at the spoke paths it was taken from,
+    // so the rules carry it to the hub like any other field.
+    if from != resource.hub
+        && let Some(r) = resource.version(from).and_then(|v| v.remainder.as_ref())
+    {
+        crate::remainder::restore(r, obj).map_err(|message| ConvertError {
+            message,
+            rule: Some(r.origin.clone()),
+        })?;
+    }
     let mut stash = StashState::with_original(obj);
     // CEL's `object` is the object as it came in; copied only when needed.
     let uses_cel = |v: &str| {
@@ -148,6 +158,14 @@ fn convert_between(
         ctx.run(rules, dir, obj, &Path::root(), &Path::root())?;
     }
     stash.write_back(obj)?;
+    if to != resource.hub
+        && let Some(r) = resource.version(to).and_then(|v| v.remainder.as_ref())
+    {
+        crate::remainder::keep(r, obj).map_err(|message| ConvertError {
+            message,
+            rule: Some(r.origin.clone()),
+        })?;
+    }
     // Label and annotation maps the conversion emptied (a constant label
     // taken away, say) go, as Kubernetes leaves empty maps out; a map that
     // came in empty stays.
@@ -437,9 +455,30 @@ impl Ctx<'_> {
                 parts,
                 splitter,
                 placeholder,
+                marker,
             } => {
+                let marker_key = prefix_of(*joined_side).join(joined).to_string();
+                // A marker left on the object is never trusted: the joined
+                // side recomputes it, and the parts side consumes it.
+                let old_marker = match marker {
+                    Some(slot) if self.stash.has(&slot.annotation) => {
+                        self.stash
+                            .take(&slot.annotation, &slot.section, &marker_key)?
+                    }
+                    _ => None,
+                };
+                let ph = placeholder.as_deref();
+                let only_placeholders = ph.and_then(|ph| all_placeholders(parts, splitter, ph));
                 if *joined_side == source_side {
                     let Some(v) = first else { return Ok(vec![]) };
+                    // Every part absent: only the marker says it was there.
+                    if let (Some(slot), Some(all)) = (marker, &only_placeholders)
+                        && v.as_str() == Some(all.as_str())
+                    {
+                        self.stash
+                            .put(&slot.annotation, &slot.section, &marker_key, v);
+                        return Ok(vec![]);
+                    }
                     let Some(s) = v.as_str() else {
                         return fail(format!(
                             "`{joined}` must be a string to split, found {}",
@@ -464,6 +503,13 @@ impl Ctx<'_> {
                         .zip(input)
                         .filter_map(|(p, v)| v.map(|v| (p, v)))
                         .collect();
+                    if pieces.is_empty()
+                        && let (Some(Stashed::Value(v)), Some(all)) =
+                            (old_marker, &only_placeholders)
+                        && v.as_str() == Some(all.as_str())
+                    {
+                        return Ok(vec![(joined.clone(), v)]);
+                    }
                     match join(&pieces, parts, splitter, placeholder.as_deref(), joined)? {
                         None => vec![],
                         Some(s) => {
@@ -588,6 +634,11 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
                 section,
                 ..
             } if *s == side => out.push((annotation.clone(), section.clone())),
+            Op::Split {
+                joined_side,
+                marker: Some(slot),
+                ..
+            } if *joined_side == side => out.push((slot.annotation.clone(), slot.section.clone())),
             Op::ForEach { rules, .. } => nested_stashes(ir, rules, side, out),
             _ => {}
         }
@@ -699,6 +750,7 @@ fn placeholders_split(
         parts,
         splitter,
         placeholder: Some(ph),
+        ..
     } = &rule.op
     else {
         return None;
@@ -740,6 +792,7 @@ fn empty_parts_join(
         parts,
         splitter,
         placeholder,
+        ..
     } = &rule.op
     else {
         return None;
@@ -1167,6 +1220,15 @@ impl StashState {
             Value::Object(m) => Ok(m),
             _ => fail("internal: stash section is not an object"),
         }
+    }
+
+    /// Whether the object carries `annotation`, or a rule already wrote it.
+    fn has(&self, annotation: &str) -> bool {
+        self.annotations.iter().any(|(k, _)| k == annotation)
+            || self
+                .original
+                .as_ref()
+                .is_some_and(|a| a.contains_key(annotation))
     }
 
     fn put(&mut self, annotation: &str, section: &str, key: &str, v: Value) {

@@ -14,6 +14,8 @@ pub const API_VERSION: &str = "katalog.dev/v1alpha1";
 pub const KIND: &str = "Katalog";
 /// The annotation that keeps stashed fields unless a resource names its own.
 pub const DEFAULT_STASH_ANNOTATION: &str = "katalog.dev/stash";
+/// The annotation of a `stash: {remainder: true}` unless it names its own.
+pub const DEFAULT_REMAINDER_ANNOTATION: &str = "katalog.dev/remainder";
 
 /// One YAML document of a Katalog.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -152,7 +154,7 @@ pub struct RenameRule {
 
 /// Keep a field one side cannot represent in an annotation: `hub` for a
 /// hub-only field (stashed on the way down), `spoke` for a spoke-only field
-/// (stashed on the hub on the way up). Give exactly one.
+/// (stashed on the hub on the way up). Give exactly one, or `remainder: true`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StashRule {
@@ -160,9 +162,15 @@ pub struct StashRule {
     pub hub: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spoke: Option<String>,
-    /// Overrides the resource's stash annotation for this field.
+    /// Overrides the resource's stash annotation for this field (with
+    /// `remainder: true`, the remainder annotation, `katalog.dev/remainder`
+    /// by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation: Option<String>,
+    /// Keep everything the spoke's CRD schema cannot represent, in one
+    /// annotation (neither `hub` nor `spoke`; needs the resource's `crd:`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub remainder: bool,
     #[serde(
         default,
         skip_serializing_if = "is_false",

@@ -78,6 +78,8 @@ pub struct ResourceIr {
     pub versions: Vec<VersionIr>,
     pub stash_annotation: String,
     pub crd: Option<String>,
+    /// The CRD `crd:` names, when it was read: the schema of each version.
+    pub schemas: Option<std::sync::Arc<crate::schema::Crd>>,
     pub loc: Option<Loc>,
 }
 
@@ -86,6 +88,19 @@ pub struct VersionIr {
     pub name: String,
     /// Empty for the hub and for spokes identical to it.
     pub rules: Vec<RuleId>,
+    /// `stash: {remainder: true}`: what this spoke's schema cannot represent
+    /// is kept in one annotation.
+    pub remainder: Option<RemainderIr>,
+}
+
+/// A whole-remainder stash of one spoke.
+#[derive(Debug)]
+pub struct RemainderIr {
+    pub annotation: String,
+    /// The spoke's schema (the whole object's).
+    pub schema: crate::schema::SchemaNode,
+    /// Where the rule was written.
+    pub origin: String,
 }
 
 #[derive(Debug)]
@@ -134,6 +149,14 @@ pub enum Splitter {
 pub enum TemplatePiece {
     Text(String),
     Capture(String),
+}
+
+/// An entry of a stash annotation: the annotation and the section (the
+/// version that owns the field) it goes in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StashSlot {
+    pub annotation: String,
+    pub section: String,
 }
 
 /// Where the pieces go.
@@ -196,6 +219,10 @@ pub enum Op {
         parts: PartsIr,
         splitter: Splitter,
         placeholder: Option<String>,
+        /// Where the string of placeholders only is recorded while the object
+        /// is on the parts side (every part is absent there, so nothing else
+        /// says it was there). Set whenever `placeholder` is.
+        marker: Option<StashSlot>,
     },
     /// `plain` (on the other side) is `wrapped` (on `wrapped_side`) unwrapped.
     Wrap {
@@ -304,6 +331,7 @@ impl fmt::Display for Op {
                 parts,
                 splitter,
                 placeholder,
+                ..
             } => {
                 write!(f, "split {}:{joined} <-> ", side_name(*joined_side))?;
                 match parts {

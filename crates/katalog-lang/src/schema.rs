@@ -75,6 +75,11 @@ pub struct SchemaNode {
     pub enum_values: Vec<Value>,
     pub minimum: Option<f64>,
     pub maximum: Option<f64>,
+    pub pattern: Option<String>,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub min_items: Option<u64>,
+    pub max_items: Option<u64>,
     pub int_or_string: bool,
     pub embedded_resource: bool,
     pub list_type: Option<ListType>,
@@ -111,6 +116,11 @@ impl SchemaNode {
             .unwrap_or_default();
         n.minimum = m.get("minimum").and_then(Value::as_f64);
         n.maximum = m.get("maximum").and_then(Value::as_f64);
+        n.pattern = str_of("pattern");
+        n.min_length = m.get("minLength").and_then(Value::as_u64);
+        n.max_length = m.get("maxLength").and_then(Value::as_u64);
+        n.min_items = m.get("minItems").and_then(Value::as_u64);
+        n.max_items = m.get("maxItems").and_then(Value::as_u64);
         n.int_or_string = bool_of("x-kubernetes-int-or-string");
         n.embedded_resource = bool_of("x-kubernetes-embedded-resource");
         n.list_type = match m.get("x-kubernetes-list-type").and_then(Value::as_str) {

@@ -1003,9 +1003,8 @@ fn widget_hub_fields_v1_changes() -> BoxedStrategy<Fields> {
             option::of(text()),
         ),
         (
-            // Domain: the CRD's pattern ^(\*|[0-9]+)\.\.(\*|[0-9]+)$ — and
-            // not "*..*": a pattern split drops every piece equal to the
-            // placeholder, and no piece at all joins back to nothing.
+            // The CRD's pattern ^(\*|[0-9]+)\.\.(\*|[0-9]+)$, "*..*" (every
+            // piece absent, kept in the stash) included.
             option::of((option::of(digits()), option::of(digits()))),
             // Domain: `host` is required and holds no ":" — a join's pieces
             // must split back, and only the last piece may hold the
@@ -1022,10 +1021,6 @@ fn widget_hub_fields_v1_changes() -> BoxedStrategy<Fields> {
                 (scaling, endpoint, level, ports, containers),
             )| {
                 let scaling = scaling.map(|(min, max)| {
-                    let (min, max) = match (min, max) {
-                        (None, None) => (None, Some("0".to_string())),
-                        other => other,
-                    };
                     let bound = |b: Option<String>| b.unwrap_or_else(|| "*".into());
                     format!("{}..{}", bound(min), bound(max))
                 });
@@ -1558,5 +1553,111 @@ fn split_empty_parts_object_round_trips_from_the_spoke() {
     });
     check("range v2", spoke, |o| {
         round_trips(&RANGE_IR, &RANGE_OWNED, RANGE, RANGE_VERSIONS, o)
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The same edge value where the parts do not live under the joined path
+// (issue 9): the string of placeholders only has every part absent, so the
+// engine records it in the stash annotation; a `join` mirrors it on the hub.
+
+static WINDOW_IR: LazyLock<Ir> = LazyLock::new(|| {
+    let text = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: window}
+spec:
+  resources:
+    - group: examples.katalog.dev
+      kind: Window
+      plural: windows
+      hub: v1
+      versions: [v1, v2]
+      conversion:
+        v2:
+          - split: { hub: spec.window, separator: "-", placeholder: "*", spoke: [spec.start, spec.end] }
+          - join: { hub: [spec.from, spec.to], separator: "-", placeholder: "*", spoke: spec.span }
+"#;
+    compile_sources(&[Source::new("window.yaml", text)])
+        .unwrap_or_else(|d| panic!("window.yaml does not compile:\n{}", d.render()))
+});
+const WINDOW_VERSIONS: &[&str] = &["v1", "v2"];
+const WINDOW_OWNED: Owned = Owned {
+    labels: &[],
+    annotations: &[STASH],
+};
+
+/// `"a-b"` with `*` for an absent bound; `"*-*"` included.
+fn starred(bounds: (Option<String>, Option<String>)) -> Value {
+    let star = |b: Option<String>| b.unwrap_or_else(|| "*".into());
+    Value::from(format!("{}-{}", star(bounds.0), star(bounds.1)))
+}
+
+fn window_object(version: &str, fields: Vec<(&str, Option<Value>)>) -> Value {
+    let mut spec = Obj::new();
+    for (k, v) in fields {
+        if let Some(v) = v {
+            spec.insert(k.into(), v);
+        }
+    }
+    json!({
+        "apiVersion": format!("{RANGE}/{version}"),
+        "kind": "Window",
+        "metadata": {"name": "w"},
+        "spec": spec,
+    })
+}
+
+fn window_hub_created() -> BoxedStrategy<Value> {
+    (option::of((bound(), bound())), bound(), bound())
+        .prop_map(|(window, from, to)| {
+            window_object(
+                "v1",
+                vec![
+                    ("window", window.map(starred)),
+                    ("from", from.map(Value::from)),
+                    ("to", to.map(Value::from)),
+                ],
+            )
+        })
+        .boxed()
+}
+
+fn window_spoke_created() -> BoxedStrategy<Value> {
+    (bound(), bound(), option::of((bound(), bound())))
+        .prop_map(|(start, end, span)| {
+            window_object(
+                "v2",
+                vec![
+                    ("start", start.map(Value::from)),
+                    ("end", end.map(Value::from)),
+                    ("span", span.map(starred)),
+                ],
+            )
+        })
+        .boxed()
+}
+
+#[test]
+fn split_placeholders_only_elsewhere_round_trips_from_the_hub() {
+    // Created at the hub, or read there after being written at v2 (the only
+    // way a hub object carries a stash).
+    let hub = prop_oneof![
+        window_hub_created(),
+        window_spoke_created().prop_map(|o| converted(&WINDOW_IR, &o, "v1")),
+    ];
+    check("window v1 (hub)", hub, |o| {
+        round_trips(&WINDOW_IR, &WINDOW_OWNED, RANGE, WINDOW_VERSIONS, o)
+    });
+}
+
+#[test]
+fn split_placeholders_only_elsewhere_round_trips_from_the_spoke() {
+    let spoke = prop_oneof![
+        window_spoke_created(),
+        window_hub_created().prop_map(|o| converted(&WINDOW_IR, &o, "v2")),
+    ];
+    check("window v2", spoke, |o| {
+        round_trips(&WINDOW_IR, &WINDOW_OWNED, RANGE, WINDOW_VERSIONS, o)
     });
 }

@@ -1307,3 +1307,153 @@ fn capture_apiserver_reviews() {
     );
     eprintln!("[{t}] whole capture {}", secs(started.elapsed()));
 }
+
+// ===========================================================================
+// The whole-remainder stash (`stash: {remainder: true}`) through the real
+// apiserver: create at the hub, read at the spoke, update at the spoke, read
+// at the hub – no field lost, no field resurrected.
+
+const REMAINDER: &str = "katalog.dev/remainder";
+
+fn get_database(env: &katalog_testenv::TestEnv, version: &str) -> Value {
+    get_json(
+        env,
+        &[
+            "get",
+            &format!("databases.{version}.examples.katalog.dev"),
+            "db",
+            "-n",
+            "rem",
+        ],
+    )
+}
+
+#[test]
+fn remainder_stash_through_kubectl() {
+    let t = "remainder";
+    let started = Instant::now();
+    let env = start_env(t);
+    let katalog = Katalog::start(&repo("testdata/rules/remainder.yaml"));
+    apply_crds(
+        &env,
+        &repo("testdata/rules/remainder.crd.yaml"),
+        &["databases.examples.katalog.dev"],
+    );
+    register_conversion(
+        &env,
+        &katalog.ir,
+        &registration("katalog-e2e-remainder", &katalog.url()),
+    );
+    ok(env.kubectl(["create", "namespace", "rem"]));
+
+    // Create at the hub (v2, the storage version).
+    let hub = json!({
+        "apiVersion": "examples.katalog.dev/v2",
+        "kind": "Database",
+        "metadata": {"name": "db", "namespace": "rem"},
+        "spec": {
+            "engine": "postgres",
+            "replicas": 3,
+            "storage": {"size": "10Gi", "class": "fast"},
+            "tls": {"enabled": true, "minVersion": "1.3"},
+            "ports": [{"name": "sql", "port": 5432, "protocol": "TCP"}],
+            "backup": {"schedule": "@daily"}
+        }
+    });
+    ok(create(&env, &hub));
+
+    // Read at v1: what v1 cannot show is in the annotation, not pruned.
+    let v1 = eventually("the object reads converted at v1", WAIT, || {
+        let o = get_database(&env, "v1");
+        if o["spec"].get("instances").is_some() {
+            Ok(o)
+        } else {
+            Err(format!("not converted yet: {o}"))
+        }
+    });
+    assert_eq!(
+        v1["spec"],
+        json!({"engine": "postgres", "instances": 3, "storage": {"size": "10Gi"},
+               "tls": {"enabled": true}, "ports": [{"name": "sql", "port": 5432}]})
+    );
+    let kept: Value = serde_json::from_str(
+        v1["metadata"]["annotations"][REMAINDER]
+            .as_str()
+            .expect("the remainder annotation"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        kept["fields"],
+        json!({"spec.storage.class": "fast", "spec.tls.minVersion": "1.3",
+               "spec.ports[0].protocol": "TCP", "spec.backup": {"schedule": "@daily"}})
+    );
+    // The apiserver converts what it reads from etcd before it sets the
+    // resourceVersion: the webhook never sees one on the way down, so the
+    // guard is the update's own resourceVersion (below).
+    assert!(kept.get("resourceVersion").is_none(), "{kept}");
+
+    // Update at v1: grow the storage, remove tls (and with it the hidden
+    // minVersion), keep the rest.
+    let mut edited = v1.clone();
+    edited["spec"]["storage"]["size"] = json!("20Gi");
+    edited["spec"].as_object_mut().unwrap().shift_remove("tls");
+    ok(env.kubectl_stdin(["replace", "-f", "-"], edited.to_string()));
+
+    // Read at the hub: nothing lost, nothing resurrected, no annotation left.
+    let back = get_database(&env, "v2");
+    assert_eq!(
+        back["spec"],
+        json!({"engine": "postgres", "replicas": 3,
+               "storage": {"size": "20Gi", "class": "fast"},
+               "ports": [{"name": "sql", "port": 5432, "protocol": "TCP"}],
+               "backup": {"schedule": "@daily"}}),
+        "{back}"
+    );
+    assert!(
+        back["metadata"]["annotations"].get(REMAINDER).is_none(),
+        "{back}"
+    );
+
+    // A stale v1 copy: another client removes backup at the hub; the old
+    // copy's PUT is refused by the apiserver (its resourceVersion is old).
+    let stale = get_database(&env, "v1");
+    let mut hub_now = get_database(&env, "v2");
+    hub_now["spec"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("backup");
+    ok(env.kubectl_stdin(["replace", "-f", "-"], hub_now.to_string()));
+    let conflict = fails(env.kubectl_stdin(["replace", "-f", "-"], stale.to_string()));
+    assert!(
+        conflict.contains("the object has been modified"),
+        "{conflict}"
+    );
+    let after = get_database(&env, "v2");
+    assert!(after["spec"].get("backup").is_none(), "{after}");
+    // Read again at v1: the fresh remainder no longer holds backup.
+    let fresh = get_database(&env, "v1");
+    let kept: Value = serde_json::from_str(
+        fresh["metadata"]["annotations"][REMAINDER]
+            .as_str()
+            .expect("the remainder annotation"),
+    )
+    .expect("JSON");
+    assert!(kept["fields"].get("spec.backup").is_none(), "{kept}");
+    // What the webhook cannot see: the apiserver clears resourceVersion
+    // before it converts an object for storage, so an unconditional PUT of
+    // the stale copy (no resourceVersion) is last-write-wins for the hidden
+    // fields as for the visible ones: backup comes back with it.
+    let mut unconditional = stale.clone();
+    unconditional["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("resourceVersion");
+    ok(env.kubectl_stdin(["replace", "-f", "-"], unconditional.to_string()));
+    let overwritten = get_database(&env, "v2");
+    assert_eq!(
+        overwritten["spec"]["backup"],
+        json!({"schedule": "@daily"}),
+        "{overwritten}"
+    );
+    eprintln!("[{t}] whole test {}", secs(started.elapsed()));
+}
