@@ -94,12 +94,14 @@ enum Command {
     /// every spoke and direction, where each field goes (identical, claimed
     /// by a rule, stashed, or nowhere: an error) and whether each rule is
     /// lossless or lossy. Exit 0 no errors, 1 errors, 2 usage (as `check`).
-    ///
-    /// Example: `katalog analyze katalogs/crontab.yaml -o json`
+    #[command(
+        after_help = "Examples:\n  katalog analyze katalogs/crontab.yaml\n  katalog analyze -o json katalogs/crontab.yaml katalogs/hostport.yaml"
+    )]
     Analyze {
         /// Katalog files or directories.
         #[arg(required = true)]
         katalogs: Vec<PathBuf>,
+        /// Output format: a table per resource, spoke and direction, or JSON.
         #[arg(short, long, value_enum, default_value = "table")]
         output: AnalyzeFormat,
     },
@@ -108,8 +110,9 @@ enum Command {
     /// rules, and the fields the analysis finds with no place in the other
     /// version listed as comments to resolve. Printed to standard output;
     /// save it next to the CRD file. Exit 0, 2 the file cannot be read.
-    ///
-    /// Example: `katalog init --crd katalogs/crontab.crd.yaml > katalogs/crontab.yaml`
+    #[command(
+        after_help = "Examples:\n  katalog init --crd katalogs/crontab.crd.yaml > katalogs/crontab.yaml"
+    )]
     Init {
         /// A CRD manifest file (every CustomResourceDefinition in it becomes a resource).
         #[arg(long)]
@@ -123,8 +126,7 @@ enum Command {
     /// same parent, a `coerce` where only the type changed, else a `stash`.
     /// Printed as YAML, marked as suggestions: review each before use. Exit
     /// 0, 1 the Katalog does not compile for another reason, 2 usage.
-    ///
-    /// Example: `katalog suggest katalogs/crontab.yaml`
+    #[command(after_help = "Examples:\n  katalog suggest katalogs/crontab.yaml")]
     Suggest {
         /// A Katalog file or directory.
         katalog: PathBuf,
@@ -133,8 +135,7 @@ enum Command {
     /// direction, the fields that changed fate (identical, claimed, stashed,
     /// unclaimed), the lossless flag, and the errors gained or lost. Not
     /// YAML lines. Exit 0 the same, 1 different, 2 usage.
-    ///
-    /// Example: `katalog diff old/crontab.yaml katalogs/crontab.yaml`
+    #[command(after_help = "Examples:\n  katalog diff old/crontab.yaml katalogs/crontab.yaml")]
     Diff {
         /// The Katalog before (file or directory).
         before: PathBuf,

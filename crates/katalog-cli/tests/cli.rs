@@ -474,6 +474,14 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 0,
     },
+    // The whole-remainder stash counts the fields v1 does not declare as
+    // stashed on the way down, not as unclaimed.
+    Case {
+        name: "analyze-remainder",
+        args: &["analyze", "testdata/rules/remainder.yaml"],
+        stdin: None,
+        code: 0,
+    },
     Case {
         name: "analyze-errors",
         args: &[

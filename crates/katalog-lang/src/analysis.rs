@@ -168,6 +168,7 @@ pub fn analyze(loaded: &Loaded, ir: &Ir, schemas: &Schemas) -> Analysis {
                     base: Path::root(),
                     diags: &mut out.diagnostics,
                     errors: 0,
+                    remainder: dir == Direction::Down && version.remainder.is_some(),
                     report: DirectionReport {
                         from: from.clone(),
                         to: to.clone(),
@@ -301,6 +302,8 @@ struct Walk<'a> {
     diags: &'a mut Diagnostics,
     errors: usize,
     report: DirectionReport,
+    /// Down to a spoke with `stash: {remainder: true}`.
+    remainder: bool,
 }
 
 /// Where a value that is copied or moved came from, for messages.
@@ -346,12 +349,12 @@ impl Walk<'_> {
     }
 
     /// Whether a field the rules do not claim is kept in a stash on the way
-    /// through this direction. Today every stash is a rule (`stash:`), whose
-    /// read path claims the field, so nothing else lands in one. The
-    /// whole-remainder stash (issue 9) plugs in here: return true for a
-    /// field it keeps, and [`Walk::cover`] records it as stashed.
-    fn lands_in_stash(&self, _source_path: &Path) -> bool {
-        false
+    /// through this direction. A `stash:` rule claims its field by its read
+    /// path; what is left is the spoke's whole-remainder stash
+    /// (`stash: {remainder: true}`), which on the way down keeps every field
+    /// the spoke's schema does not declare (`crate::remainder::keep`).
+    fn lands_in_stash(&self, target_path: &Path) -> bool {
+        self.remainder && matches!(lookup(self.target, target_path), Lookup::Missing { .. })
     }
 
     fn claims(&self, rules: &[RuleId], base: &Path, path: &Path) -> (Claimed, Option<RuleId>) {
@@ -430,7 +433,7 @@ impl Walk<'_> {
                 }
             }
             (Claimed::No, _) => {
-                if self.lands_in_stash(sp) {
+                if self.lands_in_stash(tp) {
                     self.report.stashed.push(sp.clone());
                     return;
                 }
@@ -659,6 +662,8 @@ impl Walk<'_> {
                     let (csp, ctp) = (sp.child(k.clone()), tp.child(k.clone()));
                     match t.properties.get(k) {
                         Some(tc) => self.fits(child, &csp, tc, &ctp, cause),
+                        // Kept by the remainder stash once the rules have run.
+                        None if self.remainder => self.report.stashed.push(csp),
                         None => match cause {
                             Cause::Copied => self.unclaimed(&csp, &ctp),
                             Cause::Rule(id) => self.pruned(id, &csp, &ctp),
