@@ -231,6 +231,14 @@ struct ServeArgs {
     /// Longest time a client may take to send its request, in seconds.
     #[arg(long, env = "KATALOG_CLIENT_TIMEOUT", default_value_t = 10.0)]
     client_timeout: f64,
+    /// Longest TLS handshake, in seconds (a connection that sends no
+    /// ClientHello is closed then), e.g. `--tls-handshake-timeout 5`.
+    #[arg(long, env = "KATALOG_TLS_HANDSHAKE_TIMEOUT", default_value_t = 5.0)]
+    tls_handshake_timeout: f64,
+    /// TLS handshakes under way at once; beyond, accepting pauses until one
+    /// ends, e.g. `--max-pending-handshakes 8192`.
+    #[arg(long, env = "KATALOG_MAX_PENDING_HANDSHAKES", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending_handshakes: u32,
     /// Time in-flight requests get to finish after SIGTERM / SIGINT, in seconds.
     #[arg(long, env = "KATALOG_SHUTDOWN_GRACE", default_value_t = 20)]
     shutdown_grace: u64,
@@ -837,6 +845,8 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     config.max_bytes_in_flight = args.max_bytes_in_flight;
     config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
     config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
+    config.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
+    config.max_pending_handshakes = args.max_pending_handshakes as usize;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     if let Some(w) = args.workers {
         config.workers = w;

@@ -43,6 +43,13 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
+    /// Longest TLS handshake; a connection that has not finished it by then
+    /// (e.g. never sent a ClientHello) is closed.
+    pub tls_handshake_timeout: Duration,
+    /// TLS handshakes under way at once (all workers together); beyond it
+    /// the server stops accepting until one finishes or times out. Idle
+    /// handshakes cost a file descriptor each, nothing else.
+    pub max_pending_handshakes: usize,
     /// How long in-flight requests may finish after SIGTERM / SIGINT.
     pub shutdown_grace: Duration,
     pub workers: usize,
@@ -63,6 +70,8 @@ impl Config {
             max_bytes_in_flight: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(25),
             client_timeout: Duration::from_secs(10),
+            tls_handshake_timeout: Duration::from_secs(5),
+            max_pending_handshakes: 8192,
             shutdown_grace: Duration::from_secs(20),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             reload_debounce: Duration::from_millis(150),
@@ -758,6 +767,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
             .workers(config.workers.max(1))
             .client_request_timeout(config.client_timeout)
+            // actix-tls stops accepting on a worker that has this many
+            // handshakes under way (256 by default): connections that never
+            // send a ClientHello then queue real clients behind them until
+            // they time out. A high count and a short timeout keep real
+            // handshakes prompt while the descriptors stay bounded.
+            .tls_handshake_timeout(config.tls_handshake_timeout)
+            .max_connection_rate((config.max_pending_handshakes / config.workers.max(1)).max(1))
             .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
             .listen_rustls_0_23(listener, tls_config)
             .map_err(|source| StartError::Listen { addr, source })?

@@ -870,3 +870,68 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let r = c.post_json("/validate", &slow(1)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// Open `n` TCP connections that never send a ClientHello (each connect
+/// bounded; the ones the server's queue refuses are not counted).
+fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()
+        })
+        .collect()
+}
+
+#[test]
+fn connections_that_never_send_a_client_hello_do_not_hold_up_real_clients() {
+    let h = Harness::start("idle-hello", Some(&crontab()), |c| {
+        c.tls_handshake_timeout = Duration::from_secs(20);
+    });
+    // More idle connections than actix's default handshake limit
+    // (256 per worker) and its accept queue (1024) together.
+    let idle = idle_connections(h.addr(), 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let started = Instant::now();
+    let mut c = h.client().with_timeout(Duration::from_secs(15));
+    let r = c.post_json("/convert", &review).unwrap();
+    let took = started.elapsed();
+    assert_eq!(r.status, 200, "{}", r.text());
+    eprintln!(
+        "{} idle connections held: a conversion review took {:.0} ms",
+        idle.len(),
+        took.as_secs_f64() * 1000.0
+    );
+    // Generous: unhindered it takes milliseconds; queued behind the idle
+    // connections it waits for their handshake timeout (20 s here).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    drop(idle);
+}
+
+#[test]
+fn a_connection_that_never_finishes_its_handshake_is_closed_after_the_timeout() {
+    use std::io::Read;
+    let h = Harness::start("hello-timeout", Some(&crontab()), |c| {
+        c.tls_handshake_timeout = Duration::from_millis(500);
+    });
+    let mut idle = std::net::TcpStream::connect(h.addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    // The server closes it: read ends (0 bytes or a reset), not times out.
+    let outcome = idle.read(&mut buf);
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Ok(0))
+            || matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{outcome:?} after {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(2500),
+        "closed only after {took:?}"
+    );
+}
