@@ -228,6 +228,11 @@ struct ServeArgs {
     /// Longest evaluation of one review, in seconds.
     #[arg(long, env = "KATALOG_REQUEST_TIMEOUT", default_value_t = 25.0)]
     request_timeout: f64,
+    /// Largest estimated cost of one CEL evaluation (size of the expression
+    /// times the largest list or map to the power of its comprehension
+    /// nesting); over it the rule fails closed, e.g. `--cel-cost-limit 1000000`.
+    #[arg(long, env = "KATALOG_CEL_COST_LIMIT", default_value_t = katalog_lang::budget::DEFAULT_CEL_COST_LIMIT, value_parser = clap::value_parser!(u64).range(1..))]
+    cel_cost_limit: u64,
     /// Longest time a client may take to send its request, in seconds.
     #[arg(long, env = "KATALOG_CLIENT_TIMEOUT", default_value_t = 10.0)]
     client_timeout: f64,
@@ -844,6 +849,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     config.max_reviews_in_flight = args.max_reviews_in_flight as usize;
     config.max_bytes_in_flight = args.max_bytes_in_flight;
     config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    config.cel_cost_limit = args.cel_cost_limit;
     config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
     config.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
     config.max_pending_handshakes = args.max_pending_handshakes as usize;

@@ -32,6 +32,7 @@
 //! ```
 
 pub mod admission;
+pub mod budget;
 pub mod cel;
 pub mod compile;
 pub mod convert;

@@ -39,8 +39,12 @@ pub struct Config {
     /// Request bytes held by reviews in flight; a review that would go over
     /// is answered 429. Memory per review is a multiple of its size.
     pub max_bytes_in_flight: usize,
-    /// Longest evaluation of one review (the apiserver gives up after 30 s).
+    /// Longest evaluation of one review (the apiserver gives up after 30 s);
+    /// also the deadline the evaluation checks to stop after a 504.
     pub request_timeout: Duration,
+    /// Largest estimated cost of one CEL evaluation (see
+    /// `katalog_lang::budget`); over it the expression is not run.
+    pub cel_cost_limit: u64,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
     /// Longest TLS handshake; a connection that has not finished it by then
@@ -69,6 +73,7 @@ impl Config {
             max_reviews_in_flight: 64,
             max_bytes_in_flight: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(25),
+            cel_cost_limit: katalog_lang::budget::DEFAULT_CEL_COST_LIMIT,
             client_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(5),
             max_pending_handshakes: 8192,
@@ -213,16 +218,22 @@ fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
 
 /// Run CPU-heavy evaluation off the event loop, bounded by the request
 /// timeout. The evaluation keeps the review counted in flight while it runs,
-/// also after the timeout answered 504.
+/// also after the timeout answered 504, until it notices its deadline.
 async fn off_reactor<T: Send + 'static>(
     state: &State,
     in_flight: &Arc<InFlight>,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, HttpResponse> {
     let counted = in_flight.clone();
+    // The evaluation checks this deadline (per CEL evaluation, per object)
+    // and stops soon after the 504 instead of running on.
+    let budget = katalog_lang::budget::Budget::until(
+        state.config.request_timeout,
+        state.config.cel_cost_limit,
+    );
     let work = move || {
         let _counted = counted;
-        work()
+        katalog_lang::budget::scoped(budget, work)
     };
     match tokio::time::timeout(state.config.request_timeout, web::block(work)).await {
         Ok(Ok(v)) => Ok(v),

@@ -792,7 +792,9 @@ fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
     let scratch = Scratch::new("slow-katalog");
     std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
     let h = Harness::start("slow", Some(&scratch.path("k.yaml")), |c| {
-        c.request_timeout = Duration::from_millis(200)
+        c.request_timeout = Duration::from_millis(200);
+        // One long CEL evaluation: it cannot be stopped midway.
+        c.cel_cost_limit = u64::MAX;
     });
     let mut c = h.client();
     let review = slow_review(600);
@@ -835,6 +837,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let h = Harness::start("busy", Some(&scratch.path("k.yaml")), |c| {
         c.max_reviews_in_flight = 1;
         c.max_bytes_in_flight = 1024;
+        c.cel_cost_limit = u64::MAX;
     });
     let slow = slow_review;
     let (running, mut probe) = slow_review_in_flight(&h);
@@ -860,6 +863,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let h = Harness::start("busy-bytes", Some(&scratch.path("k.yaml")), |c| {
         c.max_reviews_in_flight = 8;
         c.max_bytes_in_flight = 1024;
+        c.cel_cost_limit = u64::MAX;
     });
     let (running, _probe) = slow_review_in_flight(&h);
     let mut c = h.client();
@@ -933,5 +937,122 @@ fn a_connection_that_never_finishes_its_handshake_is_closed_after_the_timeout() 
     assert!(
         took < Duration::from_millis(2500),
         "closed only after {took:?}"
+    );
+}
+
+/// The quadratic check of `SLOW_KATALOG`, `n` times over (rules `q0`...).
+fn many_slow_rules(n: usize) -> String {
+    let rules: String = (0..n)
+        .map(|i| {
+            format!(
+                "      - name: q{i}\n        resources: [v1/pods]\n        check:\n          cel: \"object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))\"\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {{name: slow}}\nspec:\n  admission:\n    validations:\n{rules}"
+    )
+}
+
+fn in_flight_gauge(probe: &mut katalog_runtime::client::HttpsClient) -> String {
+    probe
+        .get("/metrics")
+        .unwrap()
+        .text()
+        .lines()
+        .find(|l| l.starts_with("katalog_reviews_in_flight "))
+        .map(str::to_string)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_timed_out_evaluation_stops_at_its_next_rule() {
+    let scratch = Scratch::new("many-slow");
+    std::fs::write(scratch.path("k.yaml"), many_slow_rules(60)).unwrap();
+    let h = Harness::start("many-slow", Some(&scratch.path("k.yaml")), |c| {
+        c.request_timeout = Duration::from_millis(300);
+        c.cel_cost_limit = u64::MAX;
+    });
+    let mut c = h.client();
+    // One rule over 150 containers takes a few hundred ms in a debug build:
+    // all 60 would take tens of seconds.
+    let review = slow_review(150);
+    let r = c.post_json("/validate", &review).unwrap();
+    assert_eq!(r.status, 504, "{}", r.text());
+    let answered = Instant::now();
+    let mut probe = h.client();
+    let mut stopped = None;
+    for _ in 0..600 {
+        if in_flight_gauge(&mut probe) == "katalog_reviews_in_flight 0" {
+            stopped = Some(answered.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = stopped.expect("the evaluation did not stop within 30 s of the 504");
+    eprintln!(
+        "the evaluation stopped {:.0} ms after the 504",
+        stopped.as_secs_f64() * 1000.0
+    );
+    // Generous: at most the one rule that was running finishes.
+    assert!(
+        stopped < Duration::from_secs(8),
+        "stopped only after {stopped:?}"
+    );
+}
+
+#[test]
+fn a_review_over_the_cel_budget_is_denied_at_once_naming_the_rule() {
+    let scratch = Scratch::new("budget");
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
+    let h = Harness::start("budget", Some(&scratch.path("k.yaml")), |_| {});
+    // Four quadratic reviews of 5,000 containers at once (unbudgeted, each
+    // ran until the 25 s timeout), and a small review measured meanwhile.
+    let hostile: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = h.client().with_timeout(Duration::from_secs(60));
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let r = c.post_json("/validate", &slow_review(5_000)).unwrap();
+                (r.status, r.json().unwrap(), started.elapsed())
+            })
+        })
+        .collect();
+    let mut c = h.client();
+    let mut small = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let r = c.post_json("/validate", &slow_review(3)).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.json().unwrap()["response"]["allowed"],
+            true,
+            "{}",
+            r.text()
+        );
+        small.push(started.elapsed());
+    }
+    for t in hostile {
+        let (status, review, took) = t.join().unwrap();
+        assert_eq!(status, 200);
+        let response = &review["response"];
+        assert_eq!(response["allowed"], false, "{review}");
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("denied by katalog: [quadratic] failed to evaluate the rule: ")
+                && message.contains("not evaluated: its estimated cost 325050006 is over the budget of 1000000 per evaluation (--cel-cost-limit), for a largest list or map of 5000 items"),
+            "{message}"
+        );
+        eprintln!(
+            "an over-budget review of 5,000 containers was answered in {:.0} ms",
+            took.as_secs_f64() * 1000.0
+        );
+        assert!(took < Duration::from_secs(20), "took {took:?}");
+    }
+    small.sort();
+    eprintln!(
+        "meanwhile a 3-container review: median {:.1} ms, max {:.1} ms",
+        small[small.len() / 2].as_secs_f64() * 1000.0,
+        small[small.len() - 1].as_secs_f64() * 1000.0
     );
 }
