@@ -214,6 +214,10 @@ struct ServeArgs {
     /// Plain-HTTP listener for /metrics, /healthz and /readyz.
     #[arg(long, env = "KATALOG_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve only clients with a certificate this CA (PEM) signed: mutual
+    /// TLS, e.g. `--client-ca /etc/katalog/apiserver-client-ca.crt`.
+    #[arg(long, env = "KATALOG_CLIENT_CA")]
+    client_ca: Option<std::path::PathBuf>,
     /// Largest request body, in bytes.
     #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
     body_limit: usize,
@@ -845,6 +849,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     let mut config = katalog_runtime::Config::new(args.katalog, cert, key);
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
+    config.client_ca = args.client_ca;
     config.body_limit = args.body_limit;
     config.max_reviews_in_flight = args.max_reviews_in_flight as usize;
     config.max_bytes_in_flight = args.max_bytes_in_flight;

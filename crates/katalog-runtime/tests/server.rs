@@ -1056,3 +1056,70 @@ fn a_review_over_the_cel_budget_is_denied_at_once_naming_the_rule() {
         small[small.len() - 1].as_secs_f64() * 1000.0
     );
 }
+
+#[test]
+fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
+    let scratch = Scratch::new("mtls");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    // Conversion and admission: crontab.yaml and the slow check side by side.
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("slow.yaml"), SLOW_KATALOG).unwrap();
+    let h = Harness::start("mtls", Some(&dir), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+    });
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let pod = pod_review("registry.internal/app:1");
+    // Signed by the client CA: everything is served.
+    let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
+    let mut trusted = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    for path in ["/convert", "/validate"] {
+        let body = if path == "/convert" { &review } else { &pod };
+        let r = trusted.post_json(path, body).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    assert_eq!(trusted.get("/metrics").unwrap().status, 200);
+    // No certificate: conversion (the apiserver presents none to conversion
+    // webhooks) and probes only.
+    let mut anonymous = h.client();
+    let r = anonymous.post_json("/validate", &pod).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"],
+        "/validate needs a client certificate signed by the --client-ca"
+    );
+    let mut anonymous = h.client();
+    for path in ["/metrics", "/katalog"] {
+        assert_eq!(anonymous.get(path).unwrap().status, 403, "{path}");
+    }
+    assert_eq!(anonymous.get("/healthz").unwrap().status, 200);
+    let r = anonymous.post_json("/convert", &review).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A certificate another CA signed: the handshake fails.
+    let other = DevCa::generate().unwrap();
+    let (cert, key) = other.issue_client("kube-apiserver").unwrap();
+    let mut impostor = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    match impostor.post_json("/convert", &review) {
+        Ok(r) => panic!("another CA's certificate was served with {}", r.status),
+        Err(e) => eprintln!("another CA's certificate: refused: {e}"),
+    }
+    let r = trusted.post_json("/validate", &pod).unwrap();
+    assert_eq!(r.status, 200);
+}
