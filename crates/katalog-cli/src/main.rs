@@ -346,6 +346,10 @@ struct ServeArgs {
     /// Plain-HTTP listener for /metrics, /healthz and /readyz.
     #[arg(long, env = "KATALOG_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve only clients with a certificate this CA (PEM) signed: mutual
+    /// TLS, e.g. `--client-ca /etc/katalog/apiserver-client-ca.crt`.
+    #[arg(long, env = "KATALOG_CLIENT_CA")]
+    client_ca: Option<std::path::PathBuf>,
     /// Largest request body, in bytes.
     #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
     body_limit: usize,
@@ -360,9 +364,22 @@ struct ServeArgs {
     /// Longest evaluation of one review, in seconds.
     #[arg(long, env = "KATALOG_REQUEST_TIMEOUT", default_value_t = 25.0)]
     request_timeout: f64,
+    /// Largest estimated cost of one CEL evaluation (size of the expression
+    /// times the largest list or map to the power of its comprehension
+    /// nesting); over it the rule fails closed, e.g. `--cel-cost-limit 1000000`.
+    #[arg(long, env = "KATALOG_CEL_COST_LIMIT", default_value_t = katalog_lang::budget::DEFAULT_CEL_COST_LIMIT, value_parser = clap::value_parser!(u64).range(1..))]
+    cel_cost_limit: u64,
     /// Longest time a client may take to send its request, in seconds.
     #[arg(long, env = "KATALOG_CLIENT_TIMEOUT", default_value_t = 10.0)]
     client_timeout: f64,
+    /// Longest TLS handshake, in seconds (a connection that sends no
+    /// ClientHello is closed then), e.g. `--tls-handshake-timeout 5`.
+    #[arg(long, env = "KATALOG_TLS_HANDSHAKE_TIMEOUT", default_value_t = 5.0)]
+    tls_handshake_timeout: f64,
+    /// TLS handshakes under way at once; beyond, accepting pauses until one
+    /// ends, e.g. `--max-pending-handshakes 8192`.
+    #[arg(long, env = "KATALOG_MAX_PENDING_HANDSHAKES", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending_handshakes: u32,
     /// Time in-flight requests get to finish after SIGTERM / SIGINT, in seconds.
     #[arg(long, env = "KATALOG_SHUTDOWN_GRACE", default_value_t = 20)]
     shutdown_grace: u64,
@@ -1211,11 +1228,15 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     let mut config = katalog_runtime::Config::new(args.katalog, cert, key);
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
+    config.client_ca = args.client_ca;
     config.body_limit = args.body_limit;
     config.max_reviews_in_flight = args.max_reviews_in_flight as usize;
     config.max_bytes_in_flight = args.max_bytes_in_flight;
     config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    config.cel_cost_limit = args.cel_cost_limit;
     config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
+    config.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
+    config.max_pending_handshakes = args.max_pending_handshakes as usize;
     config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
     if let Some(w) = args.workers {
         config.workers = w;

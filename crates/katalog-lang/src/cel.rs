@@ -144,6 +144,60 @@ pub struct CelProgram {
 struct Compiled {
     source: String,
     ast: IdedExpr,
+    /// Whether the cost depends on the input (a comprehension over one).
+    iterates: bool,
+}
+
+/// The estimated cost of evaluating `expr` once when the largest list or
+/// map it is given has `n` items: one unit per node, and the nodes of a
+/// comprehension's body (`all`, `exists`, `map`, `filter`, ...) once per
+/// item — per element of a literal list, else `n`. A function call is one
+/// unit whatever it does (the costly ones, `matches` and the string and
+/// list functions, are linear in their input). Saturates at `u64::MAX`.
+fn estimate(expr: &IdedExpr, n: u64) -> u64 {
+    let sum = |items: &mut dyn Iterator<Item = &IdedExpr>| {
+        items.fold(0u64, |total, e| total.saturating_add(estimate(e, n)))
+    };
+    let inner = match &expr.expr {
+        Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
+        Expr::Select(select) => estimate(&select.operand, n),
+        Expr::List(list) => sum(&mut list.elements.iter()),
+        Expr::Map(map) => sum(&mut map.entries.iter().flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => vec![&e.key, &e.value],
+            EntryExpr::StructField(_) => Vec::new(),
+        })),
+        Expr::Comprehension(c) => {
+            let items = match &c.iter_range.expr {
+                Expr::List(list) => u64::try_from(list.elements.len()).unwrap_or(u64::MAX),
+                _ => n.max(1),
+            };
+            let body = estimate(&c.loop_cond, n).saturating_add(estimate(&c.loop_step, n));
+            sum(&mut [&c.iter_range, &c.accu_init, &c.result].into_iter())
+                .saturating_add(items.saturating_mul(body))
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => 0,
+    };
+    inner.saturating_add(1)
+}
+
+/// The number of items of the largest list or map in `value`.
+fn largest_collection(value: &Json) -> u64 {
+    let mut largest = 0usize;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Json::Array(items) => {
+                largest = largest.max(items.len());
+                stack.extend(items.iter());
+            }
+            Json::Object(fields) => {
+                largest = largest.max(fields.len());
+                stack.extend(fields.values());
+            }
+            _ => {}
+        }
+    }
+    u64::try_from(largest).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for CelProgram {
@@ -190,12 +244,29 @@ impl CelProgram {
                 .map_err(|payload| panic_message(payload.as_ref()))?
         })
         .map_err(compile_error)?;
+        let cost = estimate(&ast, crate::budget::STATIC_LIST_ITEMS);
+        if cost > crate::budget::DEFAULT_CEL_COST_LIMIT {
+            return Err(compile_error(format!(
+                "its estimated cost is {cost} already for lists of {} items, over the \
+                 budget of {} per evaluation",
+                crate::budget::STATIC_LIST_ITEMS,
+                crate::budget::DEFAULT_CEL_COST_LIMIT,
+            )));
+        }
+        let iterates = estimate(&ast, 1) != estimate(&ast, 2);
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
                 ast,
+                iterates,
             }),
         })
+    }
+
+    /// The estimated cost of one evaluation on inputs whose largest list or
+    /// map has `largest` items (see [`crate::budget`]).
+    pub fn cost(&self, largest: u64) -> u64 {
+        estimate(&self.inner.ast, largest)
     }
 
     /// The expression source this program was compiled from.
@@ -259,6 +330,22 @@ impl CelProgram {
     }
 
     fn execute(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
+        crate::budget::check_deadline().map_err(|message| self.eval_error(message))?;
+        if self.inner.iterates {
+            let limit = crate::budget::current().cel_cost_limit;
+            let largest = vars
+                .iter()
+                .map(|(_, v)| largest_collection(v))
+                .max()
+                .unwrap_or(0);
+            let cost = self.cost(largest);
+            if cost > limit {
+                return Err(self.eval_error(format!(
+                    "not evaluated: its estimated cost {cost} is over the budget of {limit} \
+                     per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
+                )));
+            }
+        }
         let mut ctx = base_context().new_inner_scope();
         for (name, value) in vars {
             let value = json_to_cel(value, 0)
@@ -1456,6 +1543,71 @@ mod tests {
         assert_eq!(eval("self", &vars), v);
         assert_eq!(eval("self == other", &vars), json!(true));
         assert_eq!(eval("[self, 1][0] == self", &vars), json!(true));
+    }
+
+    #[test]
+    fn cost_estimates_grow_with_comprehension_nesting() {
+        // Not iterating: one unit per node, whatever the input.
+        let flat = CelProgram::compile("self.a + 1 > 2").unwrap();
+        assert_eq!((flat.cost(0), flat.cost(1_000_000)), (6, 6));
+        let linear = CelProgram::compile("self.all(x, x > 1)").unwrap();
+        // 4 nodes outside the loop (the comprehension, `self`, its accumulator
+        // start and result), 7 per item.
+        assert_eq!((linear.cost(1), linear.cost(10)), (11, 74));
+        // A literal list counts its own items, not the input's.
+        let literal = CelProgram::compile("[1, 2].all(x, self.all(y, x != y))").unwrap();
+        // Linear, not quadratic: 2 outer items, each over the input.
+        assert_eq!((literal.cost(10), literal.cost(100)), (162, 1_422));
+        let quadratic = CelProgram::compile(
+            "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))",
+        )
+        .unwrap();
+        assert_eq!(quadratic.cost(100), 131_006);
+        // Fits the default budget up to 276 containers.
+        assert!(quadratic.cost(276) <= crate::budget::DEFAULT_CEL_COST_LIMIT);
+        assert_eq!(quadratic.cost(277), 1_000_253);
+        assert_eq!(quadratic.cost(5_000), 325_050_006);
+        assert_eq!(quadratic.cost(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn an_evaluation_over_its_budget_is_not_run() {
+        let p = CelProgram::compile("self.all(a, self.all(b, a != b || a == b))").unwrap();
+        let list = Json::Array((0..50).map(Json::from).collect());
+        let over = crate::budget::Budget {
+            deadline: None,
+            cel_cost_limit: p.cost(49),
+        };
+        let err = crate::budget::scoped(over, || p.eval_bool(&[("self", &list)])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "failed to evaluate CEL expression `self.all(a, self.all(b, a != b || a == b))`: \
+                 not evaluated: its estimated cost {} is over the budget of {} per evaluation \
+                 (--cel-cost-limit), for a largest list or map of 50 items",
+                p.cost(50),
+                p.cost(49)
+            )
+        );
+        let fits = crate::budget::Budget {
+            deadline: None,
+            cel_cost_limit: p.cost(50),
+        };
+        assert_eq!(
+            crate::budget::scoped(fits, || p.eval_bool(&[("self", &list)])),
+            Ok(true)
+        );
+        // Past the deadline nothing is evaluated any more.
+        let late = crate::budget::Budget {
+            deadline: Some(std::time::Instant::now()),
+            cel_cost_limit: u64::MAX,
+        };
+        let err = crate::budget::scoped(late, || p.eval_bool(&[("self", &list)])).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("evaluation stopped: the review ran out of time (--request-timeout)"),
+            "{err}"
+        );
     }
 
     #[test]

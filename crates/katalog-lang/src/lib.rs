@@ -33,6 +33,7 @@
 
 pub mod admission;
 pub mod analysis;
+pub mod budget;
 pub mod cel;
 pub mod compile;
 pub mod convert;

@@ -434,6 +434,31 @@ fn parse_bracket(text: &str, open: usize) -> Result<(Segment, usize), (usize, St
                         Some((_, e @ ('"' | '\'' | '\\' | '/'))) => key.push(e),
                         Some((_, 'n')) => key.push('\n'),
                         Some((_, 't')) => key.push('\t'),
+                        // The rest of JSON's escapes: what `Display` writes
+                        // for control characters parses back.
+                        Some((_, 'r')) => key.push('\r'),
+                        Some((_, 'b')) => key.push('\u{8}'),
+                        Some((_, 'f')) => key.push('\u{c}'),
+                        Some((uo, 'u')) => {
+                            let hex: String = (0..4)
+                                .filter_map(|_| chars.next().map(|(_, h)| h))
+                                .collect();
+                            match u32::from_str_radix(&hex, 16)
+                                .ok()
+                                .filter(|_| hex.len() == 4)
+                                .and_then(char::from_u32)
+                            {
+                                Some(ch) => key.push(ch),
+                                None => {
+                                    return Err((
+                                        i + uo,
+                                        format!(
+                                            "bad escape `\\u{hex}`: four hex digits of a character"
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
                         Some((eo, other)) => {
                             return Err((i + eo, format!("unknown escape `\\{other}`")));
                         }
@@ -510,6 +535,21 @@ mod tests {
 
     fn p(s: &str) -> Path {
         Path::parse(s).unwrap()
+    }
+
+    #[test]
+    fn keys_with_control_characters_print_and_parse_back() {
+        // Found by `scripts/fuzz path` (fuzz/regressions/path/nul-in-key).
+        let path = p("met.annotations[\"a\0\0\0.b-c\"]");
+        let printed = path.to_string();
+        assert_eq!(printed, r#"met.annotations["a\u0000\u0000\u0000.b-c"]"#);
+        assert_eq!(p(&printed), path);
+        assert_eq!(p(r#"["\r\b\f\u00e9"]"#), p("[\"\r\u{8}\u{c}é\"]"));
+        assert_eq!(
+            Path::parse(r#"["\u12"]"#).unwrap_err().reason,
+            "bad escape `\\u12\"]`: four hex digits of a character"
+        );
+        assert!(Path::parse(r#"["\ud800"]"#).is_err());
     }
 
     #[test]

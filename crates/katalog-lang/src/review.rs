@@ -61,6 +61,11 @@ fn answer(ir: &Ir, mut request: ConversionRequest) -> ConversionResponse {
     for (i, object) in objects.into_iter().enumerate() {
         let who = describe(&object);
         let before = Invariants::of(&object);
+        // Cooperative cancellation: a review past its deadline stops here.
+        if let Err(e) = crate::budget::check_deadline() {
+            let message = format!("failed to convert object {i} ({who}) to {desired}: {e}");
+            return response.failure(Status::failure(&message, "ConversionFailed"));
+        }
         match convert_owned(ir, object, &desired).and_then(|out| {
             before.check(&out)?;
             Ok(out)

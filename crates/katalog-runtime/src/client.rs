@@ -37,6 +37,24 @@ impl Response {
     }
 }
 
+/// The one client certificate a test client presents.
+#[derive(Debug)]
+struct SingleClientCert(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for SingleClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
 /// A client bound to one server; it keeps its connection open between requests.
 pub struct HttpsClient {
     config: Arc<ClientConfig>,
@@ -76,6 +94,27 @@ impl HttpsClient {
             conn: None,
             timeout: Duration::from_secs(60),
         })
+    }
+
+    /// Present this certificate chain and key (PEM) to the server (mutual TLS).
+    pub fn with_client_cert(mut self, cert_pem: &[u8], key_pem: &[u8]) -> io::Result<Self> {
+        let certs = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("bad client certificate PEM: {e}")))?;
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem)
+            .map_err(|e| invalid(format!("bad client key PEM: {e}")))?;
+        let mut config = (*self.config).clone();
+        config.client_auth_cert_resolver =
+            Arc::new(SingleClientCert(Arc::new(rustls::sign::CertifiedKey::new(
+                certs,
+                rustls::crypto::ring::default_provider()
+                    .key_provider
+                    .load_private_key(key)
+                    .map_err(|e| invalid(e.to_string()))?,
+            ))));
+        self.config = Arc::new(config);
+        self.conn = None;
+        Ok(self)
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {

@@ -29,6 +29,9 @@ pub struct Config {
     pub listen: SocketAddr,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
+    /// With a CA file (PEM), only clients presenting a certificate it
+    /// signed are served (mutual TLS); read once at start.
+    pub client_ca: Option<PathBuf>,
     /// A plain-HTTP listener for /metrics, /healthz and /readyz only.
     pub metrics_listen: Option<SocketAddr>,
     /// Largest request body accepted (a LIST page of 500 objects is several MB).
@@ -39,10 +42,21 @@ pub struct Config {
     /// Request bytes held by reviews in flight; a review that would go over
     /// is answered 429. Memory per review is a multiple of its size.
     pub max_bytes_in_flight: usize,
-    /// Longest evaluation of one review (the apiserver gives up after 30 s).
+    /// Longest evaluation of one review (the apiserver gives up after 30 s);
+    /// also the deadline the evaluation checks to stop after a 504.
     pub request_timeout: Duration,
+    /// Largest estimated cost of one CEL evaluation (see
+    /// `katalog_lang::budget`); over it the expression is not run.
+    pub cel_cost_limit: u64,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
+    /// Longest TLS handshake; a connection that has not finished it by then
+    /// (e.g. never sent a ClientHello) is closed.
+    pub tls_handshake_timeout: Duration,
+    /// TLS handshakes under way at once (all workers together); beyond it
+    /// the server stops accepting until one finishes or times out. Idle
+    /// handshakes cost a file descriptor each, nothing else.
+    pub max_pending_handshakes: usize,
     /// How long in-flight requests may finish after SIGTERM / SIGINT.
     pub shutdown_grace: Duration,
     pub workers: usize,
@@ -57,17 +71,56 @@ impl Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             tls_cert,
             tls_key,
+            client_ca: None,
             metrics_listen: None,
             body_limit: 32 * 1024 * 1024,
             max_reviews_in_flight: 64,
             max_bytes_in_flight: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(25),
+            cel_cost_limit: katalog_lang::budget::DEFAULT_CEL_COST_LIMIT,
             client_timeout: Duration::from_secs(10),
+            tls_handshake_timeout: Duration::from_secs(5),
+            max_pending_handshakes: 8192,
             shutdown_grace: Duration::from_secs(20),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             reload_debounce: Duration::from_millis(150),
         }
     }
+}
+
+/// Set on a connection whose client presented a certificate the
+/// `--client-ca` verified (rustls refuses the handshake of any other
+/// certificate).
+#[derive(Clone, Copy)]
+struct ClientCertified;
+
+fn mark_client_certified(conn: &dyn std::any::Any, ext: &mut actix_web::dev::Extensions) {
+    type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
+    if let Some(tls) = conn.downcast_ref::<Tls>()
+        && tls.get_ref().1.peer_certificates().is_some()
+    {
+        ext.insert(ClientCertified);
+    }
+}
+
+/// With `--client-ca`, admission (and the server's own counters) are
+/// answered only on a connection with a verified client certificate; a 403
+/// otherwise. `/convert` is not guarded: the apiserver presents no client
+/// certificate to conversion webhooks (apiextensions-apiserver builds their
+/// client without a kubeconfig), and `/healthz` and `/readyz` serve probes.
+fn client_refused(req: &HttpRequest, state: &State) -> Option<HttpResponse> {
+    if state.config.client_ca.is_none() || req.conn_data::<ClientCertified>().is_some() {
+        return None;
+    }
+    Some(error(
+        StatusCode::FORBIDDEN,
+        "ClientCertificateRequired",
+        format!(
+            "{} needs a client certificate signed by the --client-ca",
+            req.path()
+        ),
+        state,
+    ))
 }
 
 /// A JSON error body with its status.
@@ -204,16 +257,22 @@ fn closing(resp: HttpResponse, payload: web::Payload) -> HttpResponse {
 
 /// Run CPU-heavy evaluation off the event loop, bounded by the request
 /// timeout. The evaluation keeps the review counted in flight while it runs,
-/// also after the timeout answered 504.
+/// also after the timeout answered 504, until it notices its deadline.
 async fn off_reactor<T: Send + 'static>(
     state: &State,
     in_flight: &Arc<InFlight>,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, HttpResponse> {
     let counted = in_flight.clone();
+    // The evaluation checks this deadline (per CEL evaluation, per object)
+    // and stops soon after the 504 instead of running on.
+    let budget = katalog_lang::budget::Budget::until(
+        state.config.request_timeout,
+        state.config.cel_cost_limit,
+    );
     let work = move || {
         let _counted = counted;
-        work()
+        katalog_lang::budget::scoped(budget, work)
     };
     match tokio::time::timeout(state.config.request_timeout, web::block(work)).await {
         Ok(Ok(v)) => Ok(v),
@@ -468,6 +527,9 @@ async fn admission(
     payload: web::Payload,
     state: web::Data<State>,
 ) -> HttpResponse {
+    if let Some(resp) = client_refused(&req, &state) {
+        return closing(resp, payload);
+    }
     let started = Instant::now();
     let in_flight = Arc::new(InFlight::new(&state));
     let Some(loaded) = state.current() else {
@@ -608,13 +670,24 @@ async fn readyz(state: web::Data<State>) -> HttpResponse {
     }
 }
 
-async fn metrics(state: web::Data<State>) -> HttpResponse {
+async fn metrics(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if let Some(resp) = client_refused(&req, &state) {
+        return resp;
+    }
+    monitoring_metrics(state).await
+}
+
+/// `/metrics` on the plain `--metrics-listen` listener (never guarded).
+async fn monitoring_metrics(state: web::Data<State>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(state.metrics.render())
 }
 
-async fn katalog_stats(state: web::Data<State>) -> HttpResponse {
+async fn katalog_stats(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if let Some(resp) = client_refused(&req, &state) {
+        return resp;
+    }
     HttpResponse::Ok().json(state.summary())
 }
 
@@ -684,7 +757,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 fn monitoring_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
         .service(web::resource("/readyz").route(web::get().to(readyz)))
-        .service(web::resource("/metrics").route(web::get().to(metrics)))
+        .service(web::resource("/metrics").route(web::get().to(monitoring_metrics)))
         .default_service(web::to(not_found));
 }
 
@@ -743,7 +816,24 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
     }
     let watchers = crate::reload::watch(state.clone())?;
-    let tls_config = tls::server_config(cert)?;
+    let client_ca = match &config.client_ca {
+        None => None,
+        Some(path) => Some(std::fs::read(path).map_err(|source| tls::TlsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?),
+    };
+    let client_ca_name = config
+        .client_ca
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let tls_config = tls::server_config_with_client_ca(
+        cert,
+        client_ca
+            .as_deref()
+            .map(|pem| (pem, client_ca_name.as_str())),
+    )?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
         addr: config.listen,
         source,
@@ -756,8 +846,16 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let server = {
         let data = data.clone();
         HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
+            .on_connect(mark_client_certified)
             .workers(config.workers.max(1))
             .client_request_timeout(config.client_timeout)
+            // actix-tls stops accepting on a worker that has this many
+            // handshakes under way (256 by default): connections that never
+            // send a ClientHello then queue real clients behind them until
+            // they time out. A high count and a short timeout keep real
+            // handshakes prompt while the descriptors stay bounded.
+            .tls_handshake_timeout(config.tls_handshake_timeout)
+            .max_connection_rate((config.max_pending_handshakes / config.workers.max(1)).max(1))
             .shutdown_timeout(config.shutdown_grace.as_secs().max(1))
             // actix stops at once on SIGINT; `run` drains on SIGINT too.
             .disable_signals()

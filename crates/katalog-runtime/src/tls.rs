@@ -122,12 +122,48 @@ impl ResolvesServerCert for ReloadingCert {
 /// A rustls server configuration: TLS 1.2 and 1.3 with ring, HTTP/1.1 only
 /// (the apiserver speaks HTTP/1.1 to webhooks).
 pub fn server_config(cert: Arc<ReloadingCert>) -> Result<rustls::ServerConfig, TlsError> {
-    let mut config =
-        rustls::ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| TlsError::Key(e.to_string()))?
-            .with_no_client_auth()
-            .with_cert_resolver(cert);
+    server_config_with_client_ca(cert, None)
+}
+
+/// [`server_config`], and with `client_ca` (PEM, one or more CA
+/// certificates) a client that presents a certificate must present one of
+/// them signed, or its handshake fails. A client may also present none
+/// (the apiserver presents none to conversion webhooks): the server then
+/// answers only what needs no client certificate (see `server.rs`).
+pub fn server_config_with_client_ca(
+    cert: Arc<ReloadingCert>,
+    client_ca: Option<(&[u8], &str)>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = Arc::new(ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Key(e.to_string()))?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some((pem, name)) => {
+            let parse = |message: String| TlsError::Parse {
+                path: name.into(),
+                message,
+            };
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in CertificateDer::pem_slice_iter(pem) {
+                let ca = ca.map_err(|e| parse(e.to_string()))?;
+                roots.add(ca).map_err(|e| parse(e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(parse("no CERTIFICATE block".into()));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| parse(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -163,6 +199,22 @@ impl DevCa {
 
     pub fn ca_pem(&self) -> &str {
         &self.pem
+    }
+
+    /// A client certificate (PEM) and its key (PEM) for `common_name`,
+    /// usable for TLS client authentication only (e.g. to try `--client-ca`).
+    pub fn issue_client(&self, common_name: &str) -> Result<(String, String), TlsError> {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
+        let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let issuer = Issuer::new(self.params.clone(), &self.key);
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 
     /// A serving certificate (PEM) and its key (PEM) for `localhost`,

@@ -792,7 +792,9 @@ fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
     let scratch = Scratch::new("slow-katalog");
     std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
     let h = Harness::start("slow", Some(&scratch.path("k.yaml")), |c| {
-        c.request_timeout = Duration::from_millis(200)
+        c.request_timeout = Duration::from_millis(200);
+        // One long CEL evaluation: it cannot be stopped midway.
+        c.cel_cost_limit = u64::MAX;
     });
     let mut c = h.client();
     let review = slow_review(600);
@@ -835,6 +837,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let h = Harness::start("busy", Some(&scratch.path("k.yaml")), |c| {
         c.max_reviews_in_flight = 1;
         c.max_bytes_in_flight = 1024;
+        c.cel_cost_limit = u64::MAX;
     });
     let slow = slow_review;
     let (running, mut probe) = slow_review_in_flight(&h);
@@ -860,6 +863,7 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     let h = Harness::start("busy-bytes", Some(&scratch.path("k.yaml")), |c| {
         c.max_reviews_in_flight = 8;
         c.max_bytes_in_flight = 1024;
+        c.cel_cost_limit = u64::MAX;
     });
     let (running, _probe) = slow_review_in_flight(&h);
     let mut c = h.client();
@@ -869,4 +873,253 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     assert_eq!(running.join().unwrap(), 200);
     let r = c.post_json("/validate", &slow(1)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// Open `n` TCP connections that never send a ClientHello (each connect
+/// bounded; the ones the server's queue refuses are not counted).
+fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
+    (0..n)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()
+        })
+        .collect()
+}
+
+#[test]
+fn connections_that_never_send_a_client_hello_do_not_hold_up_real_clients() {
+    let h = Harness::start("idle-hello", Some(&crontab()), |c| {
+        c.tls_handshake_timeout = Duration::from_secs(20);
+    });
+    // More idle connections than actix's default handshake limit
+    // (256 per worker) and its accept queue (1024) together.
+    let idle = idle_connections(h.addr(), 2000);
+    std::thread::sleep(Duration::from_millis(300));
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let started = Instant::now();
+    let mut c = h.client().with_timeout(Duration::from_secs(15));
+    let r = c.post_json("/convert", &review).unwrap();
+    let took = started.elapsed();
+    assert_eq!(r.status, 200, "{}", r.text());
+    eprintln!(
+        "{} idle connections held: a conversion review took {:.0} ms",
+        idle.len(),
+        took.as_secs_f64() * 1000.0
+    );
+    // Generous: unhindered it takes milliseconds; queued behind the idle
+    // connections it waits for their handshake timeout (20 s here).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    drop(idle);
+}
+
+#[test]
+fn a_connection_that_never_finishes_its_handshake_is_closed_after_the_timeout() {
+    use std::io::Read;
+    let h = Harness::start("hello-timeout", Some(&crontab()), |c| {
+        c.tls_handshake_timeout = Duration::from_millis(500);
+    });
+    let mut idle = std::net::TcpStream::connect(h.addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    // The server closes it: read ends (0 bytes or a reset), not times out.
+    let outcome = idle.read(&mut buf);
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Ok(0))
+            || matches!(&outcome, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "{outcome:?} after {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(2500),
+        "closed only after {took:?}"
+    );
+}
+
+/// The quadratic check of `SLOW_KATALOG`, `n` times over (rules `q0`...).
+fn many_slow_rules(n: usize) -> String {
+    let rules: String = (0..n)
+        .map(|i| {
+            format!(
+                "      - name: q{i}\n        resources: [v1/pods]\n        check:\n          cel: \"object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))\"\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {{name: slow}}\nspec:\n  admission:\n    validations:\n{rules}"
+    )
+}
+
+fn in_flight_gauge(probe: &mut katalog_runtime::client::HttpsClient) -> String {
+    probe
+        .get("/metrics")
+        .unwrap()
+        .text()
+        .lines()
+        .find(|l| l.starts_with("katalog_reviews_in_flight "))
+        .map(str::to_string)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_timed_out_evaluation_stops_at_its_next_rule() {
+    let scratch = Scratch::new("many-slow");
+    std::fs::write(scratch.path("k.yaml"), many_slow_rules(60)).unwrap();
+    let h = Harness::start("many-slow", Some(&scratch.path("k.yaml")), |c| {
+        c.request_timeout = Duration::from_millis(300);
+        c.cel_cost_limit = u64::MAX;
+    });
+    let mut c = h.client();
+    // One rule over 150 containers takes a few hundred ms in a debug build:
+    // all 60 would take tens of seconds.
+    let review = slow_review(150);
+    let r = c.post_json("/validate", &review).unwrap();
+    assert_eq!(r.status, 504, "{}", r.text());
+    let answered = Instant::now();
+    let mut probe = h.client();
+    let mut stopped = None;
+    for _ in 0..600 {
+        if in_flight_gauge(&mut probe) == "katalog_reviews_in_flight 0" {
+            stopped = Some(answered.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped = stopped.expect("the evaluation did not stop within 30 s of the 504");
+    eprintln!(
+        "the evaluation stopped {:.0} ms after the 504",
+        stopped.as_secs_f64() * 1000.0
+    );
+    // Generous: at most the one rule that was running finishes.
+    assert!(
+        stopped < Duration::from_secs(8),
+        "stopped only after {stopped:?}"
+    );
+}
+
+#[test]
+fn a_review_over_the_cel_budget_is_denied_at_once_naming_the_rule() {
+    let scratch = Scratch::new("budget");
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).unwrap();
+    let h = Harness::start("budget", Some(&scratch.path("k.yaml")), |_| {});
+    // Four quadratic reviews of 5,000 containers at once (unbudgeted, each
+    // ran until the 25 s timeout), and a small review measured meanwhile.
+    let hostile: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = h.client().with_timeout(Duration::from_secs(60));
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let r = c.post_json("/validate", &slow_review(5_000)).unwrap();
+                (r.status, r.json().unwrap(), started.elapsed())
+            })
+        })
+        .collect();
+    let mut c = h.client();
+    let mut small = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let r = c.post_json("/validate", &slow_review(3)).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.json().unwrap()["response"]["allowed"],
+            true,
+            "{}",
+            r.text()
+        );
+        small.push(started.elapsed());
+    }
+    for t in hostile {
+        let (status, review, took) = t.join().unwrap();
+        assert_eq!(status, 200);
+        let response = &review["response"];
+        assert_eq!(response["allowed"], false, "{review}");
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("denied by katalog: [quadratic] failed to evaluate the rule: ")
+                && message.contains("not evaluated: its estimated cost 325050006 is over the budget of 1000000 per evaluation (--cel-cost-limit), for a largest list or map of 5000 items"),
+            "{message}"
+        );
+        eprintln!(
+            "an over-budget review of 5,000 containers was answered in {:.0} ms",
+            took.as_secs_f64() * 1000.0
+        );
+        assert!(took < Duration::from_secs(20), "took {took:?}");
+    }
+    small.sort();
+    eprintln!(
+        "meanwhile a 3-container review: median {:.1} ms, max {:.1} ms",
+        small[small.len() / 2].as_secs_f64() * 1000.0,
+        small[small.len() - 1].as_secs_f64() * 1000.0
+    );
+}
+
+#[test]
+fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
+    let scratch = Scratch::new("mtls");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    // Conversion and admission: crontab.yaml and the slow check side by side.
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("slow.yaml"), SLOW_KATALOG).unwrap();
+    let h = Harness::start("mtls", Some(&dir), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+    });
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let pod = pod_review("registry.internal/app:1");
+    // Signed by the client CA: everything is served.
+    let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
+    let mut trusted = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    for path in ["/convert", "/validate"] {
+        let body = if path == "/convert" { &review } else { &pod };
+        let r = trusted.post_json(path, body).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+    assert_eq!(trusted.get("/metrics").unwrap().status, 200);
+    // No certificate: conversion (the apiserver presents none to conversion
+    // webhooks) and probes only.
+    let mut anonymous = h.client();
+    let r = anonymous.post_json("/validate", &pod).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"],
+        "/validate needs a client certificate signed by the --client-ca"
+    );
+    let mut anonymous = h.client();
+    for path in ["/metrics", "/katalog"] {
+        assert_eq!(anonymous.get(path).unwrap().status, 403, "{path}");
+    }
+    assert_eq!(anonymous.get("/healthz").unwrap().status, 200);
+    let r = anonymous.post_json("/convert", &review).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A certificate another CA signed: the handshake fails.
+    let other = DevCa::generate().unwrap();
+    let (cert, key) = other.issue_client("kube-apiserver").unwrap();
+    let mut impostor = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    match impostor.post_json("/convert", &review) {
+        Ok(r) => panic!("another CA's certificate was served with {}", r.status),
+        Err(e) => eprintln!("another CA's certificate: refused: {e}"),
+    }
+    let r = trusted.post_json("/validate", &pod).unwrap();
+    assert_eq!(r.status, 200);
 }

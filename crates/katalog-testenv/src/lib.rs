@@ -130,6 +130,24 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
 
+/// How to start a [`TestEnv`] (the default is what [`TestEnv::start`] does).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// The apiserver presents a client certificate signed by the testenv CA
+    /// ([`TestEnv::ca_pem`]) to every admission webhook, configured as a
+    /// cluster operator would: `--admission-control-config-file` with a
+    /// kubeconfig for webhooks.
+    pub webhook_client_cert: bool,
+}
+
+impl Options {
+    pub fn webhook_client_cert(mut self) -> Self {
+        self.webhook_client_cert = true;
+        self
+    }
+}
+
 /// A running etcd + kube-apiserver on 127.0.0.1, with an admin kubeconfig.
 ///
 /// Each instance has its own ports and directory, so several can run in one
@@ -161,12 +179,17 @@ impl TestEnv {
     /// time once; the build's output is streamed to stderr), then starts etcd
     /// and kube-apiserver and waits until `/readyz` is ok.
     pub fn start() -> Result<TestEnv, Error> {
+        Self::start_with(Options::default())
+    }
+
+    /// [`TestEnv::start`] with [`Options`].
+    pub fn start_with(options: Options) -> Result<TestEnv, Error> {
         let bin_dir = binaries()?;
         remove_stale_dirs();
         let timeout = start_timeout();
         let mut attempt = 1;
         loop {
-            match Self::start_once(&bin_dir, timeout) {
+            match Self::start_once(&bin_dir, timeout, &options) {
                 Err(Error::Exited {
                     process,
                     status,
@@ -183,7 +206,7 @@ impl TestEnv {
         }
     }
 
-    fn start_once(bin_dir: &Path, timeout: Duration) -> Result<TestEnv, Error> {
+    fn start_once(bin_dir: &Path, timeout: Duration, options: &Options) -> Result<TestEnv, Error> {
         let dir = new_dir()?;
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
         // From here on, dropping `env` (on any error) cleans up.
@@ -214,15 +237,21 @@ impl TestEnv {
                 &peer_port.to_string(),
             ],
         )?);
-        env.apiserver = Some(env.spawn(
-            "kube-apiserver",
-            &[
-                "run-apiserver",
-                &dir,
-                &apiserver_port.to_string(),
-                &etcd_port.to_string(),
-            ],
-        )?);
+        let admission_config =
+            format!("--admission-control-config-file={dir}/admission-config.yaml");
+        let apiserver_port_arg = apiserver_port.to_string();
+        let etcd_port_arg = etcd_port.to_string();
+        let mut apiserver_args = vec![
+            "run-apiserver",
+            dir.as_str(),
+            apiserver_port_arg.as_str(),
+            etcd_port_arg.as_str(),
+        ];
+        if options.webhook_client_cert {
+            script(&["webhook-client", &dir])?;
+            apiserver_args.push(&admission_config);
+        }
+        env.apiserver = Some(env.spawn("kube-apiserver", &apiserver_args)?);
         env.wait_ready(timeout)?;
         Ok(env)
     }

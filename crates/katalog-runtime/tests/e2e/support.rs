@@ -142,9 +142,21 @@ impl Katalog {
 
     /// Serve `katalog` with the certificate and key in the given files.
     pub fn start_with(katalog: &Path, cert: &Path, key: &Path, scratch: Scratch) -> Katalog {
+        Katalog::start_configured(katalog, cert, key, scratch, |_| {})
+    }
+
+    /// [`Katalog::start_with`], with `tweak` applied to the configuration.
+    pub fn start_configured(
+        katalog: &Path,
+        cert: &Path,
+        key: &Path,
+        scratch: Scratch,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Katalog {
         let mut config = Config::new(katalog.to_path_buf(), cert.to_path_buf(), key.to_path_buf());
         config.listen = "127.0.0.1:0".parse().expect("an address");
         config.workers = 2;
+        tweak(&mut config);
         let server = ServerThread::spawn(config).expect("the katalog server starts");
         let ir = server
             .state
@@ -193,6 +205,18 @@ impl Katalog {
     /// `https://127.0.0.1:<port>`: the only way the apiserver reaches it.
     pub fn url(&self) -> String {
         format!("https://{}", self.addr)
+    }
+
+    /// `GET /katalog` presenting a client certificate (for `--client-ca`).
+    pub fn stats_with_client(&self, cert_pem: &str, key_pem: &str) -> Value {
+        katalog_runtime::client::HttpsClient::new(self.addr, ca().ca_pem().as_bytes(), "localhost")
+            .expect("a client")
+            .with_client_cert(cert_pem.as_bytes(), key_pem.as_bytes())
+            .expect("a client certificate")
+            .get("/katalog")
+            .expect("GET /katalog")
+            .json()
+            .expect("JSON stats")
     }
 
     /// The server's own counters (`GET /katalog`).
