@@ -71,6 +71,10 @@ fn start(name: &str) -> Server {
         "120".into(),
         "--shutdown-grace".into(),
         "60".into(),
+        // The quadratic check is over the default CEL budget, which would
+        // deny it at once instead of keeping it in flight.
+        "--cel-cost-limit".into(),
+        "1000000000".into(),
     ]);
     serve.wait_for_line("katalog serving", Duration::from_secs(30));
     Server {
