@@ -1,7 +1,14 @@
 //! The shared test kit of the cross-crate and cluster tests: the repository
 //! root, scratch directories, the built `katalog` binary run as a process,
-//! kubectl output helpers and bounded polling. Every test binary of this
-//! crate uses it instead of carrying its own copies.
+//! kubectl output helpers and bounded polling; in [`cluster`] a control plane,
+//! a katalog server in the test process registered with it, and kubectl and
+//! etcd helpers; in [`recorder`] a recording TLS proxy. Every test binary of
+//! this crate uses it instead of carrying its own copies.
+
+pub mod cluster;
+pub mod recorder;
+
+pub use cluster::*;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpListener;
@@ -224,7 +231,23 @@ impl Serve {
                 Err(_) => break,
             }
         }
-        panic!("katalog serve did not log {text:?} within {within:?}");
+        panic!(
+            "katalog serve did not log {text:?} within {within:?}; it logged:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Every standard-error line logged so far.
+    pub fn lines_so_far(&mut self) -> &[String] {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        &self.seen
     }
 
     /// Sends `signal` (`TERM`, `INT`, ...) with kill(1).

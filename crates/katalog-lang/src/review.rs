@@ -327,7 +327,7 @@ mod tests {
     }
 
     /// Reviews a real kube-apiserver v1.36.3 sent (captured by the ignored
-    /// `capture_apiserver_reviews` test in katalog-runtime's tests/e2e.rs):
+    /// `capture_apiserver_reviews` test in tests/e2e.rs):
     /// one object each, and an empty `response` stub. Stored at v1, the
     /// CronTab is converted to v1beta1 for that version's watch cache (as
     /// read from etcd: managedFields, no resourceVersion); replaced at

@@ -406,7 +406,7 @@ spec:
 
     /// Reviews a real kube-apiserver v1.36.3 sent under katalogs/platform.yaml
     /// (captured by the ignored `capture_apiserver_reviews` test in
-    /// katalog-runtime's tests/e2e.rs): a cluster admin creates a Deployment
+    /// tests/e2e.rs): a cluster admin creates a Deployment
     /// of a public image (the mutating webhook's request, after the
     /// apiserver's defaulting), then declares 0 replicas (the validating
     /// webhook's request, with the old object).

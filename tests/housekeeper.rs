@@ -4,12 +4,8 @@
 //! not loop on its own writes, and follows a Katalog reload. The apiserver
 //! reaches the katalog server on 127.0.0.1 through `clientConfig.url` only.
 //!
-//! `cargo test -p katalog-runtime --test housekeeper -- --nocapture` prints
+//! `cargo test -p katalog-tests --test housekeeper -- --nocapture` prints
 //! the restore latencies.
-
-#[allow(dead_code)]
-#[path = "e2e/support.rs"]
-mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -20,8 +16,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper::{self, HousekeeperHandle, Trigger};
+use katalog_tests::*;
 use kube::Api;
-use support::*;
 
 const NAME: &str = "katalog";
 const VALIDATING: &str = "katalog-validating";
@@ -109,7 +105,7 @@ fn settle(hk: &HousekeeperHandle, quiet: Duration) {
 fn housekeeper_restores_and_follows_the_katalog() {
     let t = "housekeeper";
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
 
     let (katalog, server) = Katalog::crontab_with("housekeeper-katalog", CRONTAB_ADMISSION);
     let first = server.state.current().expect("the Katalog loaded");
@@ -272,7 +268,7 @@ fn write_by_rename(path: &Path, text: &str) {
 fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
     let t = "ca-bundle file";
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     let (_katalog, server) = Katalog::crontab_with("ca-file-katalog", CRONTAB_ADMISSION);
     let kube = Clients::new(&env.kubeconfig());
     let files = Scratch::new("ca-file");

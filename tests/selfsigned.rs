@@ -6,12 +6,8 @@
 //! registers the new caBundle everywhere. The apiserver reaches the server on
 //! 127.0.0.1 through `clientConfig.url` only.
 //!
-//! `cargo test -p katalog-runtime --test selfsigned -- --nocapture` prints
+//! `cargo test -p katalog-tests --test selfsigned -- --nocapture` prints
 //! the restore latencies and the rotation timeline.
-
-#[allow(dead_code)]
-#[path = "e2e/support.rs"]
-mod support;
 
 use std::collections::BTreeSet;
 use std::io::{Read as _, Write as _};
@@ -33,11 +29,11 @@ use katalog_runtime::selfsigned::{
     Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles, plan,
 };
 use katalog_runtime::tls;
+use katalog_tests::*;
 use kube::Api;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
-use support::*;
 
 const NAMESPACE: &str = "katalog-system";
 const CRD: &str = "crontabs.stable.example.com";
@@ -294,15 +290,16 @@ fn create_crontab(env: &katalog_testenv::TestEnv, ns: &str, name: &str) -> Resul
 fn setup(t: &str) -> (katalog_testenv::TestEnv, Scratch) {
     tls::install_crypto_provider();
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     ok(env.kubectl(["create", "namespace", NAMESPACE]));
     ok(env.kubectl(["create", "namespace", "ct"]));
     let dir = Scratch::new(t);
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+    let crontab =
+        std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
     // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
     std::fs::copy(
-        repo("katalogs/crontab.crd.yaml"),
+        repo_path("katalogs/crontab.crd.yaml"),
         dir.path("crontab.crd.yaml"),
     )
     .expect("copying crontab.crd.yaml");
@@ -724,19 +721,20 @@ fn least_privilege_from_deploy_rbac() {
     let t = "rbac";
     tls::install_crypto_provider();
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     ok(env.kubectl([
         "apply",
         "-f",
-        &repo("deploy/base/rbac.yaml").to_string_lossy(),
+        &repo_path("deploy/base/rbac.yaml").to_string_lossy(),
     ]));
     ok(env.kubectl(["create", "namespace", "ct"]));
     let dir = Scratch::new(t);
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+    let crontab =
+        std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
     // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
     std::fs::copy(
-        repo("katalogs/crontab.crd.yaml"),
+        repo_path("katalogs/crontab.crd.yaml"),
         dir.path("crontab.crd.yaml"),
     )
     .expect("copying crontab.crd.yaml");

@@ -9,17 +9,13 @@
 //! * a rule's namespace selector is kept next to a rule without one;
 //! * with the engine down, pods in kube-system can still be created.
 //!
-//! `cargo test -p katalog-runtime --test admission_cluster -- --nocapture`
+//! `cargo test -p katalog-tests --test admission_cluster -- --nocapture`
 //! prints timings.
-
-#[allow(dead_code)] // the other test files use other parts of it
-#[path = "e2e/support.rs"]
-mod support;
 
 use std::time::{Duration, Instant};
 
+use katalog_tests::*;
 use serde_json::{Value, json};
-use support::*;
 
 const CRD: &str = "crontabs.stable.example.com";
 
@@ -132,7 +128,7 @@ fn rules_hold_at_every_served_version_and_keep_their_namespace_selector() {
     let t = "versions";
     let started = Instant::now();
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     let (_dir, katalog) = Katalog::crontab_with("versions", ADMISSION);
     let reg = registration("katalog-versions", &katalog.url());
     register_conversion(&env, &katalog.ir, &reg);

@@ -6,17 +6,13 @@
 //! Conversion webhooks get no client certificate from the apiserver (its
 //! conversion client has no kubeconfig), so `/convert` is served without one.
 //!
-//! `cargo test -p katalog-runtime --test mtls_cluster -- --nocapture`
-
-#[allow(dead_code)] // the other test files use other parts of it
-#[path = "e2e/support.rs"]
-mod support;
+//! `cargo test -p katalog-tests --test mtls_cluster -- --nocapture`
 
 use std::time::{Duration, Instant};
 
 use katalog_testenv::{Options, TestEnv};
+use katalog_tests::*;
 use serde_json::json;
-use support::*;
 
 const CRD: &str = "crontabs.stable.example.com";
 
@@ -53,16 +49,16 @@ fn the_apiserver_presents_its_client_certificate_and_others_are_refused() {
     let env = TestEnv::start_with(Options::default().webhook_client_cert())
         .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("[mtls] control plane ready in {}", secs(started.elapsed()));
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
 
     let dir = Scratch::new("mtls");
     std::fs::write(
         dir.path("crontab.yaml"),
-        std::fs::read_to_string(repo("katalogs/crontab.yaml")).unwrap(),
+        std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).unwrap(),
     )
     .unwrap();
     std::fs::copy(
-        repo("katalogs/crontab.crd.yaml"),
+        repo_path("katalogs/crontab.crd.yaml"),
         dir.path("crontab.crd.yaml"),
     )
     .unwrap();

@@ -5,11 +5,7 @@
 //! while one object cannot be rewritten. Also `security.cleanupOnShutdown`:
 //! a stopped housekeeper removes the webhook configurations.
 //!
-//! `cargo test -p katalog-runtime --test migrate -- --nocapture` prints timings.
-
-#[allow(dead_code)]
-#[path = "e2e/support.rs"]
-mod support;
+//! `cargo test -p katalog-tests --test migrate -- --nocapture` prints timings.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,8 +13,8 @@ use std::time::{Duration, Instant};
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper;
 use katalog_runtime::migrate::{MigrateError, MigrateOptions, Progress, migrate_storage};
+use katalog_tests::*;
 use serde_json::{Value, json};
-use support::*;
 
 const CRD: &str = "crontabs.stable.example.com";
 const NS: &str = "mig";
@@ -70,15 +66,16 @@ fn check_objects(env: &katalog_testenv::TestEnv) {
 fn migrate_storage_rewrites_prunes_and_refuses() {
     let t = "migrate";
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     ok(env.kubectl(["create", "namespace", NS]));
 
     let scratch = Scratch::new("migrate-katalog");
-    let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+    let crontab =
+        std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).expect("crontab.yaml");
     std::fs::write(scratch.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
     // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
     std::fs::copy(
-        repo("katalogs/crontab.crd.yaml"),
+        repo_path("katalogs/crontab.crd.yaml"),
         scratch.path("crontab.crd.yaml"),
     )
     .expect("copying crontab.crd.yaml");
@@ -280,7 +277,7 @@ spec:
 fn cleanup_on_shutdown_unregisters_at_stop() {
     let t = "cleanup";
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
     let (_dir, server) = Katalog::crontab_with("cleanup-katalog", CLEANUP);
     let loaded = server.state.current().expect("the Katalog loaded");
     assert!(loaded.ir.admission.security.cleanup_on_shutdown);

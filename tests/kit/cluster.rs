@@ -1,7 +1,8 @@
-//! What the end-to-end tests share: a real control plane (katalog-testenv),
-//! a katalog server registered with it by `clientConfig.url` only, kubectl
-//! helpers, bounded polling, and a raw read of etcd to see which version an
-//! object is stored at.
+//! What the cluster tests share: a real control plane (katalog-testenv),
+//! a katalog server in the test process registered with it by
+//! `clientConfig.url` only, kubectl helpers, and a raw read of etcd to see
+//! which version an object is stored at. (Scratch directories, `ok`,
+//! `eventually` and `katalog serve` as a process are in the kit's root.)
 //!
 //! Everything listens and connects on 127.0.0.1 only.
 
@@ -9,7 +10,6 @@ use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,17 +20,11 @@ use katalog_runtime::{Config, ServerThread};
 use katalog_testenv::TestEnv;
 use serde_json::{Value, json};
 
-pub fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
+use crate::{Scratch, ok, repo_path};
 
-/// A file of `tests/e2e/`.
+/// A file of `tests/crds/` (CRDs the cluster tests apply).
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/e2e")
-        .join(name)
+    repo_path("tests/crds").join(name)
 }
 
 /// The CA that signs every webhook serving certificate of this process; its
@@ -68,33 +62,6 @@ pub fn start_env(test: &str) -> TestEnv {
         env.server_url()
     );
     env
-}
-
-/// A scratch directory, removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    pub fn new(name: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "katalog-e2e-{}-{name}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        Scratch(dir)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Admission for CronTabs, served beside `katalogs/crontab.yaml` by the
@@ -183,17 +150,12 @@ impl Katalog {
     /// (as `admission.yaml`); the directory is returned so a test can change it.
     pub fn crontab_with(name: &str, extra: &str) -> (Scratch, Katalog) {
         let dir = Scratch::new(name);
-        let crontab = std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("crontab.yaml");
+        let crontab =
+            std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).expect("crontab.yaml");
         std::fs::write(dir.path("crontab.yaml"), crontab).expect("writing crontab.yaml");
         // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
         std::fs::copy(
-            repo("katalogs/crontab.crd.yaml"),
-            dir.path("crontab.crd.yaml"),
-        )
-        .expect("copying crontab.crd.yaml");
-        // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
-        std::fs::copy(
-            repo("katalogs/crontab.crd.yaml"),
+            repo_path("katalogs/crontab.crd.yaml"),
             dir.path("crontab.crd.yaml"),
         )
         .expect("copying crontab.crd.yaml");
@@ -353,13 +315,6 @@ fn describe(out: &Output) -> String {
     )
 }
 
-/// Asserts kubectl succeeded; its stdout.
-#[track_caller]
-pub fn ok(out: Output) -> String {
-    assert!(out.status.success(), "{}", describe(&out));
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
 /// Asserts kubectl failed; its stderr.
 #[track_caller]
 pub fn fails(out: Output) -> String {
@@ -377,6 +332,18 @@ pub fn get_json(env: &TestEnv, args: &[&str]) -> Value {
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["-o", "json"]);
     serde_json::from_str(&ok(env.kubectl(&all))).expect("kubectl printed JSON")
+}
+
+/// `kubectl <args> -o json`, parsed; `None` when kubectl fails (a poll's
+/// "not yet").
+pub fn try_get_json(env: &TestEnv, args: &[&str]) -> Option<Value> {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-o", "json"]);
+    let out = env.kubectl(&all);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
 }
 
 /// `kubectl create -f -` of one object (JSON).
@@ -402,32 +369,6 @@ pub fn within(what: &str, mut done: impl FnMut() -> bool) -> Duration {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("{what}: not so after {}", secs(started.elapsed()));
-}
-
-/// Polls `attempt` every 100 ms until it gives a value, at most `timeout`
-/// and at most 600 times; panics with the last reason otherwise.
-#[track_caller]
-pub fn eventually<T>(
-    what: &str,
-    timeout: Duration,
-    mut attempt: impl FnMut() -> Result<T, String>,
-) -> T {
-    let started = Instant::now();
-    let mut last = String::new();
-    for _ in 0..600 {
-        match attempt() {
-            Ok(v) => return v,
-            Err(e) => last = e,
-        }
-        if started.elapsed() >= timeout {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!(
-        "{what}: still not so after {}: {last}",
-        secs(started.elapsed())
-    );
 }
 
 /// The object as etcd stores it (the apiserver keeps custom resources as

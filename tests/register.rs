@@ -5,11 +5,7 @@
 //! unregistration. The apiserver reaches the katalog server on 127.0.0.1
 //! through `clientConfig.url` only.
 //!
-//! `cargo test -p katalog-runtime --test cluster -- --nocapture` prints timings.
-
-#[allow(dead_code)]
-#[path = "e2e/support.rs"]
-mod support;
+//! `cargo test -p katalog-tests --test register -- --nocapture` prints timings.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,8 +13,8 @@ use std::time::{Duration, Instant};
 use katalog_lang::{Ir, Source, compile_sources};
 use katalog_runtime::cluster::{self, Action, ClusterError, Kind, RegisterReport};
 use katalog_runtime::registration::{self, Registration};
+use katalog_tests::*;
 use serde_json::{Value, json};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 const NAME: &str = "katalog-cluster";
@@ -46,7 +42,7 @@ fn compile(sources: &[(&str, String)]) -> Ir {
 }
 
 fn crontab_text() -> String {
-    std::fs::read_to_string(repo("katalogs/crontab.yaml")).expect("katalogs/crontab.yaml")
+    std::fs::read_to_string(repo_path("katalogs/crontab.yaml")).expect("katalogs/crontab.yaml")
 }
 
 /// A Katalog of CronTabs with another hub or other versions, no rules.
@@ -111,13 +107,13 @@ fn register_prune_refuse_convert_unregister() {
     let t = "cluster";
     let started = Instant::now();
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
 
     let scratch = Scratch::new("cluster-katalog");
     std::fs::write(scratch.path("crontab.yaml"), crontab_text()).expect("writing crontab.yaml");
     // The CRD its `crd:` names, beside it (a file of CRDs is not a Katalog source).
     std::fs::copy(
-        repo("katalogs/crontab.crd.yaml"),
+        repo_path("katalogs/crontab.crd.yaml"),
         scratch.path("crontab.crd.yaml"),
     )
     .expect("copying crontab.crd.yaml");

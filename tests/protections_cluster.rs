@@ -4,18 +4,14 @@
 //! Each attempt is a cell of the bypass matrix; the test prints the matrix
 //! and requires every cell denied, with the object unchanged afterwards.
 //!
-//! `cargo test -p katalog-runtime --test protections_cluster -- --nocapture`
-
-#[allow(dead_code)] // the other test files use other parts of it
-#[path = "e2e/support.rs"]
-mod support;
+//! `cargo test -p katalog-tests --test protections_cluster -- --nocapture`
 
 use std::process::Output;
 use std::time::Duration;
 
 use katalog_testenv::TestEnv;
+use katalog_tests::*;
 use serde_json::{Value, json};
-use support::*;
 
 const DB: &str = "databases.v1.data.example.com";
 
@@ -59,10 +55,10 @@ fn label_of(env: &TestEnv, name: &str) -> Option<String> {
 #[test]
 fn every_way_round_the_protections_is_denied() {
     let env = start_env("protections-matrix");
-    let katalog = Katalog::start(&repo("katalogs/protections.yaml"));
+    let katalog = Katalog::start(&repo_path("katalogs/protections.yaml"));
     apply_crds(
         &env,
-        &fixture("protections.crds.yaml"),
+        &fixture("protections.yaml"),
         &["databases.data.example.com", "buckets.storage.example.com"],
     );
     for ns in ["data-prod", "katalog-system"] {

@@ -4,12 +4,8 @@
 //! releases the lease and the other takes over (within a renew period) and
 //! restores a deleted webhook configuration.
 //!
-//! `cargo test -p katalog-runtime --test leader -- --nocapture` prints the
+//! `cargo test -p katalog-tests --test leader -- --nocapture` prints the
 //! hand-over time.
-
-#[allow(dead_code)]
-#[path = "e2e/support.rs"]
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -17,8 +13,8 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use katalog_runtime::cluster;
 use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
 use katalog_runtime::leader::LeaderElection;
+use katalog_tests::*;
 use kube::Api;
-use support::*;
 
 const NAME: &str = "katalog";
 const VALIDATING: &str = "katalog-validating";
@@ -65,7 +61,7 @@ fn leaders(hks: &[&HousekeeperHandle]) -> usize {
 fn only_the_leader_reconciles_and_hands_over() {
     let t = "leader";
     let env = start_env(t);
-    apply_crds(&env, &repo("katalogs/crontab.crd.yaml"), &[CRD]);
+    apply_crds(&env, &repo_path("katalogs/crontab.crd.yaml"), &[CRD]);
 
     let (_dir, server) = Katalog::crontab_with("leader-katalog", ADMISSION);
     server.state.current().expect("the Katalog loaded");

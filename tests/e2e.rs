@@ -15,20 +15,14 @@
 //! change to the CRD's spec converts every object again while LISTs get
 //! 429 (client-go retries them).
 //!
-//! `cargo test -p katalog-runtime --test e2e -- --nocapture` prints timings.
+//! `cargo test -p katalog-tests --test e2e -- --nocapture` prints timings.
 //! The capture of real review bodies is `#[ignore]`d: run it with
 //! `--ignored capture` to refresh the fixtures in katalog-lang.
 
-#[path = "e2e/recorder.rs"]
-mod recorder;
-#[allow(dead_code)] // the other test files use other parts of it
-#[path = "e2e/support.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
 
+use katalog_tests::*;
 use serde_json::{Value, json};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -63,10 +57,10 @@ fn hostport_conformance_conversion() {
     let t = "hostport";
     let started = Instant::now();
     let env = start_env(t);
-    let katalog = Katalog::start(&repo("katalogs/hostport.yaml"));
+    let katalog = Katalog::start(&repo_path("katalogs/hostport.yaml"));
     apply_crds(
         &env,
-        &repo("katalogs/hostport.crd.yaml"),
+        &repo_path("katalogs/hostport.crd.yaml"),
         &["hostports.stable.example.com"],
     );
     register_conversion(
@@ -371,10 +365,10 @@ fn crontab_conversion_through_kubectl() {
     let t = "crontab";
     let started = Instant::now();
     let env = start_env(t);
-    let katalog = Katalog::start(&repo("katalogs/crontab.yaml"));
+    let katalog = Katalog::start(&repo_path("katalogs/crontab.yaml"));
     apply_crds(
         &env,
-        &repo("katalogs/crontab.crd.yaml"),
+        &repo_path("katalogs/crontab.crd.yaml"),
         &["crontabs.stable.example.com"],
     );
     register_conversion(
@@ -729,10 +723,10 @@ fn platform_admission_through_kubectl() {
     let t = "platform";
     let started = Instant::now();
     let env = start_env(t);
-    let katalog = Katalog::start(&repo("katalogs/platform.yaml"));
+    let katalog = Katalog::start(&repo_path("katalogs/platform.yaml"));
     apply_crds(
         &env,
-        &fixture("platform.crds.yaml"),
+        &fixture("platform.yaml"),
         &["applications.platform.example.com"],
     );
     ok(env.kubectl(["create", "namespace", "team-a"]));
@@ -943,10 +937,10 @@ fn protections_through_kubectl() {
     let t = "protections";
     let started = Instant::now();
     let env = start_env(t);
-    let katalog = Katalog::start(&repo("katalogs/protections.yaml"));
+    let katalog = Katalog::start(&repo_path("katalogs/protections.yaml"));
     apply_crds(
         &env,
-        &fixture("protections.crds.yaml"),
+        &fixture("protections.yaml"),
         &["databases.data.example.com", "buckets.storage.example.com"],
     );
     for ns in ["data-prod", "finance", "katalog-system"] {
@@ -1153,7 +1147,7 @@ const ADMISSION_FIXTURES: &str = "crates/katalog-lang/src/admission/testdata/api
 
 /// Writes `value` pretty-printed (uids and all) to `dir/name` in the repository.
 fn save_fixture(dir: &str, name: &str, value: &Value) {
-    let dir = repo(dir);
+    let dir = repo_path(dir);
     std::fs::create_dir_all(&dir).expect("the fixture directory");
     let path = dir.join(name);
     let mut text = serde_json::to_string_pretty(value).expect("JSON");
@@ -1164,7 +1158,7 @@ fn save_fixture(dir: &str, name: &str, value: &Value) {
 
 /// The first recorded request to `path` that `pick` accepts (waiting for it).
 fn recorded(
-    recorder: &recorder::Recorder,
+    recorder: &katalog_tests::recorder::Recorder,
     what: &str,
     path: &str,
     pick: impl Fn(&Value) -> bool,
@@ -1190,11 +1184,11 @@ fn capture_apiserver_reviews() {
     let env = start_env(t);
 
     // --- ConversionReviews: CronTab through a recording proxy -------------
-    let crontab_server = Katalog::start(&repo("katalogs/crontab.yaml"));
-    let conversions = recorder::Recorder::start(ca(), crontab_server.addr);
+    let crontab_server = Katalog::start(&repo_path("katalogs/crontab.yaml"));
+    let conversions = katalog_tests::recorder::Recorder::start(ca(), crontab_server.addr);
     apply_crds(
         &env,
-        &repo("katalogs/crontab.crd.yaml"),
+        &repo_path("katalogs/crontab.crd.yaml"),
         &["crontabs.stable.example.com"],
     );
     register_conversion(
@@ -1259,8 +1253,8 @@ fn capture_apiserver_reviews() {
     );
 
     // --- AdmissionReviews: Deployments under platform.yaml ----------------
-    let platform_server = Katalog::start(&repo("katalogs/platform.yaml"));
-    let admissions = recorder::Recorder::start(ca(), platform_server.addr);
+    let platform_server = Katalog::start(&repo_path("katalogs/platform.yaml"));
+    let admissions = katalog_tests::recorder::Recorder::start(ca(), platform_server.addr);
     ok(env.kubectl(["create", "namespace", "team-a"]));
     register_admission(
         &env,
@@ -1333,10 +1327,10 @@ fn remainder_stash_through_kubectl() {
     let t = "remainder";
     let started = Instant::now();
     let env = start_env(t);
-    let katalog = Katalog::start(&repo("testdata/rules/remainder.yaml"));
+    let katalog = Katalog::start(&repo_path("testdata/rules/remainder.yaml"));
     apply_crds(
         &env,
-        &repo("testdata/rules/remainder.crd.yaml"),
+        &repo_path("testdata/rules/remainder.crd.yaml"),
         &["databases.examples.katalog.dev"],
     );
     register_conversion(
