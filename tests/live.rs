@@ -1,4 +1,4 @@
-//! `katalog check --live` and `katalog analyze --live` against the real
+//! `katalog check --live`, `analyze --live` and `suggest --live` against the real
 //! kube-apiserver (katalog-testenv): a Katalog without `crd:` is checked
 //! against the CRD the cluster serves, so a rule naming a field the live CRD
 //! lacks fails with the located error and a good Katalog passes; a resource
@@ -82,6 +82,28 @@ fn check_and_analyze_read_the_crds_of_a_live_cluster() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("no such field `spec.cronSpek` in v1beta1"));
+
+    // suggest --live: the draft for a field with no rule, from the live CRD.
+    let unstashed = dir.path("unstashed.yaml");
+    let text = crontab_without_crd("spec.cronSpec");
+    assert!(text.contains("          - stash: { hub: spec.timeoutSeconds }\n"));
+    std::fs::write(
+        &unstashed,
+        text.replace("          - stash: { hub: spec.timeoutSeconds }\n", ""),
+    )
+    .unwrap();
+    let unstashed = unstashed.to_string_lossy();
+    let drafts = ok(katalog(
+        &["suggest", "--live", "--kubeconfig", &kubeconfig, &unstashed],
+        None,
+    ));
+    assert!(
+        drafts.contains("v1beta1:\n  - stash: { hub: spec.timeoutSeconds }  # suggested: v1beta1 has no field like it\n"),
+        "{drafts}"
+    );
+    // Without --live there is no schema, so no draft.
+    let drafts = ok(katalog(&["suggest", &unstashed], None));
+    assert!(!drafts.contains("stash"), "{drafts}");
 
     // A resource whose CRD the cluster does not have.
     let missing = dir.path("missing.yaml");

@@ -175,10 +175,14 @@ enum Command {
     /// same parent, a `coerce` where only the type changed, else a `stash`.
     /// Printed as YAML, marked as suggestions: review each before use. Exit
     /// 0, 1 the Katalog does not compile for another reason, 2 usage.
-    #[command(after_help = "Examples:\n  katalog suggest katalogs/crontab.yaml")]
+    #[command(
+        after_help = "Examples:\n  katalog suggest katalogs/crontab.yaml\n  katalog suggest --live --context staging katalogs/crontab.yaml"
+    )]
     Suggest {
         /// A Katalog file or directory.
         katalog: PathBuf,
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// What an edit changes in the analysis: for each resource, spoke and
     /// direction, the fields that changed fate (identical, claimed, stashed,
@@ -791,9 +795,10 @@ fn run(cli: Cli) -> Result<(), Exit> {
             out!("{}", render(&notes));
             Ok(())
         }
-        Command::Suggest { katalog } => {
+        Command::Suggest { katalog, live } => {
+            let live = live.fetch()?;
             let sources = files::read_katalog(&katalog)?;
-            let (_, analysis) = katalog_lang::analyze_with_crds(&sources, files::read_crd)
+            let (_, analysis) = analyze_sources(&sources, live.as_ref())
                 .map_err(|d| Exit::from(d).with_code(NO))?;
             outln!("# katalog suggest: draft rules, not checked; review each before adding it.");
             let mut any = false;
