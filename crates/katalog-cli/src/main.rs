@@ -75,12 +75,57 @@ enum Format {
     Json,
 }
 
+/// `--live` and how to reach the cluster, as kubectl does.
+#[derive(clap::Args, Clone, Default)]
+struct LiveArgs {
+    /// Read the CRD of every resource from the cluster instead of the
+    /// `crd:` files (one list of the CustomResourceDefinitions), e.g.
+    /// `--live --context staging`.
+    #[arg(long)]
+    live: bool,
+    /// With --live: kubeconfig file (default: as kubectl, `KUBECONFIG`,
+    /// `~/.kube/config`, then the in-cluster service account).
+    #[arg(long, requires = "live")]
+    kubeconfig: Option<PathBuf>,
+    /// With --live: the kubeconfig context to use (default: the current one).
+    #[arg(long, requires = "live")]
+    context: Option<String>,
+}
+
+impl LiveArgs {
+    /// The cluster's CRDs when `--live`; an unreachable cluster ends the
+    /// command (exit 4; an unloadable kubeconfig exit 2).
+    fn fetch(&self) -> Result<Option<katalog_runtime::live::LiveCrds>, Exit> {
+        if !self.live {
+            return Ok(None);
+        }
+        let crds = cluster_runtime()?.block_on(async {
+            let client =
+                katalog_runtime::live::client(self.kubeconfig.as_deref(), self.context.as_deref())
+                    .await?;
+            katalog_runtime::live::LiveCrds::list(client).await
+        });
+        Ok(Some(crds.map_err(cluster_exit)?))
+    }
+}
+
+/// Analyse with the `crd:` files, or with the cluster's CRDs (`--live`).
+fn analyze_sources(
+    sources: &[katalog_lang::Source],
+    live: Option<&katalog_runtime::live::LiveCrds>,
+) -> Result<(Ir, katalog_lang::analysis::Analysis), katalog_lang::Diagnostics> {
+    match live {
+        Some(crds) => katalog_lang::analyze_with_live_crds(sources, |r| crds.read(r)),
+        None => katalog_lang::analyze_with_crds(sources, files::read_crd),
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Load and compile Katalogs; report every error and warning. Exit 0
     /// valid, 1 invalid, 2 usage (see docs/cli.md).
     #[command(
-        after_help = "Examples:\n  katalog check katalogs/crontab.yaml\n  katalog check --strict /etc/katalog/katalog"
+        after_help = "Examples:\n  katalog check katalogs/crontab.yaml\n  katalog check --strict /etc/katalog/katalog\n  katalog check --live --context staging katalogs/crontab.yaml"
     )]
     Check {
         /// Katalog files or directories.
@@ -89,13 +134,15 @@ enum Command {
         /// Warnings (e.g. a rule that can never match) make the Katalog invalid.
         #[arg(long)]
         strict: bool,
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// Analyse the conversion rules against the CRD schemas (`crd:`): for
     /// every spoke and direction, where each field goes (identical, claimed
     /// by a rule, stashed, or nowhere: an error) and whether each rule is
     /// lossless or lossy. Exit 0 no errors, 1 errors, 2 usage (as `check`).
     #[command(
-        after_help = "Examples:\n  katalog analyze katalogs/crontab.yaml\n  katalog analyze -o json katalogs/crontab.yaml katalogs/hostport.yaml"
+        after_help = "Examples:\n  katalog analyze katalogs/crontab.yaml\n  katalog analyze -o json katalogs/crontab.yaml katalogs/hostport.yaml\n  katalog analyze --live --kubeconfig ~/.kube/config katalogs/crontab.yaml"
     )]
     Analyze {
         /// Katalog files or directories.
@@ -104,6 +151,8 @@ enum Command {
         /// Output format: a table per resource, spoke and direction, or JSON.
         #[arg(short, long, value_enum, default_value = "table")]
         output: AnalyzeFormat,
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// Write a first Katalog for the CRDs of a manifest file: the storage
     /// version is the hub, every other served version a spoke with no
@@ -126,10 +175,14 @@ enum Command {
     /// same parent, a `coerce` where only the type changed, else a `stash`.
     /// Printed as YAML, marked as suggestions: review each before use. Exit
     /// 0, 1 the Katalog does not compile for another reason, 2 usage.
-    #[command(after_help = "Examples:\n  katalog suggest katalogs/crontab.yaml")]
+    #[command(
+        after_help = "Examples:\n  katalog suggest katalogs/crontab.yaml\n  katalog suggest --live --context staging katalogs/crontab.yaml"
+    )]
     Suggest {
         /// A Katalog file or directory.
         katalog: PathBuf,
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// What an edit changes in the analysis: for each resource, spoke and
     /// direction, the fields that changed fate (identical, claimed, stashed,
@@ -588,10 +641,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
-        Command::Check { katalogs, strict } => {
+        Command::Check {
+            katalogs,
+            strict,
+            live,
+        } => {
+            let live = live.fetch()?;
             let mut worst = exit::SUCCESS;
             for path in &katalogs {
-                match load_ir_quiet(path) {
+                match load_ir_live(path, live.as_ref()) {
                     Ok(ir) => {
                         let warnings = &ir.admission.warnings;
                         for w in warnings {
@@ -737,9 +795,10 @@ fn run(cli: Cli) -> Result<(), Exit> {
             out!("{}", render(&notes));
             Ok(())
         }
-        Command::Suggest { katalog } => {
+        Command::Suggest { katalog, live } => {
+            let live = live.fetch()?;
             let sources = files::read_katalog(&katalog)?;
-            let (_, analysis) = katalog_lang::analyze_with_crds(&sources, files::read_crd)
+            let (_, analysis) = analyze_sources(&sources, live.as_ref())
                 .map_err(|d| Exit::from(d).with_code(NO))?;
             outln!("# katalog suggest: draft rules, not checked; review each before adding it.");
             let mut any = false;
@@ -820,15 +879,19 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 Ok(())
             }
         }
-        Command::Analyze { katalogs, output } => {
+        Command::Analyze {
+            katalogs,
+            output,
+            live,
+        } => {
+            let live = live.fetch()?;
             let mut worst = exit::SUCCESS;
             let mut json = Vec::new();
             for path in &katalogs {
                 let analyzed = files::read_katalog(path)
                     .map_err(Exit::from)
                     .and_then(|sources| {
-                        katalog_lang::analyze_with_crds(&sources, files::read_crd)
-                            .map_err(Exit::from)
+                        analyze_sources(&sources, live.as_ref()).map_err(Exit::from)
                     });
                 match analyzed {
                     Ok((_, analysis)) => {
@@ -1512,8 +1575,17 @@ fn analysis_table(path: &Path, analysis: &katalog_lang::analysis::Analysis) -> S
 }
 
 fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
+    load_ir_live(path, None)
+}
+
+/// As [`load_ir_quiet`], with the cluster's CRDs instead of the `crd:`
+/// files when `live` (`--live`).
+fn load_ir_live(path: &Path, live: Option<&katalog_runtime::live::LiveCrds>) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
-    Ok(files::compile_katalog(&sources)?)
+    Ok(match live {
+        Some(crds) => katalog_lang::compile_with_live_crds(&sources, |r| crds.read(r))?,
+        None => files::compile_katalog(&sources)?,
+    })
 }
 
 /// The objects of an input file, Lists flattened; what cannot be read or

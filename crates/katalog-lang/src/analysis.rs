@@ -649,6 +649,21 @@ impl Walk<'_> {
                 return;
             }
         }
+        if let Some(why) = stricter(s, t, self.from) {
+            let (at, rule) = self.cause_at(cause);
+            self.error(
+                &at,
+                format!(
+                    "`{sp}` of {} allows values that `{tp}` of {} does not: {why}{rule}",
+                    self.from, self.to
+                ),
+                Some(
+                    "give both versions the same constraints, or convert the value with a rule"
+                        .into(),
+                ),
+            );
+            return;
+        }
         if t.opaque.is_some() {
             // Whatever fits the source lands in a unit the target keeps.
             self.identical(sp, cause);
@@ -1078,7 +1093,8 @@ impl Walk<'_> {
 }
 
 /// Why `value` is not valid for `node`; the checks the apiserver makes that
-/// are cheap here (type, enum, minimum/maximum, declared fields).
+/// are cheap here (type, enum, minimum/maximum, multipleOf, minLength/
+/// maxLength, pattern, declared fields).
 pub fn value_problem(node: &SchemaNode, value: &Value) -> Option<String> {
     if value.is_null() {
         return (!node.nullable).then(|| "the schema is not nullable".to_string());
@@ -1117,6 +1133,39 @@ pub fn value_problem(node: &SchemaNode, value: &Value) -> Option<String> {
         {
             return Some(format!("the maximum is {max}"));
         }
+        if let Some(m) = node.multiple_of
+            && m > 0.0
+            && (x / m).fract() != 0.0
+        {
+            return Some(format!("it is not a multiple of {m}"));
+        }
+    }
+    if let Value::String(text) = value {
+        // The apiserver counts characters (code points), not bytes.
+        let length = text.chars().count() as u64;
+        let long = if length == 1 {
+            "character"
+        } else {
+            "characters"
+        };
+        if let Some(min) = node.min_length
+            && length < min
+        {
+            return Some(format!("it is {length} {long} long, the minimum is {min}"));
+        }
+        if let Some(max) = node.max_length
+            && length > max
+        {
+            return Some(format!("it is {length} {long} long, the maximum is {max}"));
+        }
+        // OpenAPI patterns are unanchored; one this engine cannot compile
+        // is left to the apiserver.
+        if let Some(pattern) = &node.pattern
+            && let Ok(re) = regex::Regex::new(pattern)
+            && !re.is_match(text)
+        {
+            return Some(format!("it does not match the pattern `{pattern}`"));
+        }
     }
     if let Value::Object(m) = value
         && node.opaque.is_none()
@@ -1145,6 +1194,47 @@ pub fn value_problem(node: &SchemaNode, value: &Value) -> Option<String> {
         }
     }
     None
+}
+
+/// Why a value the source schema allows may be one the target refuses, by
+/// `pattern`, `minLength`/`maxLength` or `multipleOf` (a source `enum` is
+/// checked value by value); `None` when the target is not stricter.
+fn stricter(s: &SchemaNode, t: &SchemaNode, from: &str) -> Option<String> {
+    if !s.enum_values.is_empty() {
+        return s
+            .enum_values
+            .iter()
+            .find_map(|v| value_problem(t, v).map(|p| format!("{v}: {p}")));
+    }
+    if let Some(p) = &t.pattern
+        && s.pattern.as_ref() != Some(p)
+    {
+        return Some(format!("the pattern `{p}`, which {from} does not require"));
+    }
+    if let Some(max) = t.max_length
+        && s.max_length.is_none_or(|m| m > max)
+    {
+        return Some(format!("maxLength {max}, {from} {}", bound(s.max_length)));
+    }
+    if let Some(min) = t.min_length
+        && s.min_length.unwrap_or(0) < min
+    {
+        return Some(format!("minLength {min}, {from} {}", bound(s.min_length)));
+    }
+    if let Some(m) = t.multiple_of
+        && m > 0.0
+        && s.multiple_of.is_none_or(|sm| (sm / m).fract() != 0.0)
+    {
+        return Some(format!("multipleOf {m}, which {from} does not require"));
+    }
+    None
+}
+
+fn bound(b: Option<u64>) -> String {
+    match b {
+        Some(b) => format!("has {b}"),
+        None => "has none".to_string(),
+    }
 }
 
 /// Whether the coerce accepts `text` as a value of `kind` (it converts back

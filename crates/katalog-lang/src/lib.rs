@@ -78,7 +78,23 @@ pub fn compile_with_crds(
     sources: &[Source],
     read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
 ) -> Result<Ir, Diagnostics> {
-    let (loaded, schemas, mut diags) = load_with_crds(sources, read_crd);
+    compile_loaded(load_with_crds(sources, read_crd, false))
+}
+
+/// Compile as [`compile_with_crds`] does, but ask `fetch` for the CRD of
+/// every resource, `crd:` key or not (see [`load::resource_references`]):
+/// what `katalog check --live` uses, `fetch` reading from a cluster. An
+/// `Err` of `fetch` is located at the resource.
+pub fn compile_with_live_crds(
+    sources: &[Source],
+    fetch: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+) -> Result<Ir, Diagnostics> {
+    compile_loaded(load_with_crds(sources, fetch, true))
+}
+
+fn compile_loaded(
+    (loaded, schemas, mut diags): (load::Loaded, schema::Schemas, Diagnostics),
+) -> Result<Ir, Diagnostics> {
     match compile::compile_with_schemas(&loaded, &schemas) {
         Ok(ir) if diags.is_empty() => Ok(ir),
         Ok(_) => {
@@ -102,7 +118,21 @@ pub fn analyze_with_crds(
     sources: &[Source],
     read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
 ) -> Result<(Ir, analysis::Analysis), Diagnostics> {
-    let (loaded, schemas, mut diags) = load_with_crds(sources, read_crd);
+    analyze_loaded(load_with_crds(sources, read_crd, false))
+}
+
+/// Analyse as [`analyze_with_crds`] does, with the CRD of every resource
+/// from `fetch`, as [`compile_with_live_crds`].
+pub fn analyze_with_live_crds(
+    sources: &[Source],
+    fetch: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+) -> Result<(Ir, analysis::Analysis), Diagnostics> {
+    analyze_loaded(load_with_crds(sources, fetch, true))
+}
+
+fn analyze_loaded(
+    (loaded, schemas, mut diags): (load::Loaded, schema::Schemas, Diagnostics),
+) -> Result<(Ir, analysis::Analysis), Diagnostics> {
     match compile::compile_unanalyzed(&loaded, &schemas) {
         Ok(ir) if diags.is_empty() => {
             let analysis = analysis::analyze(&loaded, &ir, &schemas);
@@ -120,16 +150,34 @@ pub fn analyze_with_crds(
     }
 }
 
-/// Load the sources and read the CRDs their `crd:` keys name.
+/// Load the sources and read the CRDs their `crd:` keys name (`live`: the
+/// CRD of every resource, from the reader).
 fn load_with_crds(
     sources: &[Source],
     mut read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
+    live: bool,
 ) -> (load::Loaded, schema::Schemas, Diagnostics) {
     let (loaded, mut diags) = load::load(sources);
     let mut read = Vec::new();
-    for reference in load::crd_references(&loaded) {
+    let references = if live {
+        load::resource_references(&loaded)
+    } else {
+        load::crd_references(&loaded)
+    };
+    for reference in references {
         match read_crd(&reference) {
             Ok(crd_sources) => read.push((reference, crd_sources)),
+            Err(why) if live => diags.push(
+                Diagnostic::new(
+                    ErrorKind::Schema,
+                    format!(
+                        "failed to read the CRD of {}/{} from the cluster: {why}",
+                        reference.group, reference.kind
+                    ),
+                )
+                .at(reference.loc.clone(), Some(&reference.source))
+                .with_help("apply the CustomResourceDefinition first, or check without `--live`"),
+            ),
             Err(why) => diags.push(
                 Diagnostic::new(
                     ErrorKind::Schema,

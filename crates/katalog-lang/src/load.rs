@@ -502,20 +502,31 @@ impl CrdReference {
 
 /// Every `crd:` key of the loaded documents, in source order.
 pub fn crd_references(loaded: &Loaded) -> Vec<CrdReference> {
+    references(loaded, false)
+}
+
+/// A reference for every resource of the loaded documents, in source
+/// order: what `--live` reads from a cluster. A resource without a `crd:`
+/// key has an empty `crd` and is located at its `kind:` key.
+pub fn resource_references(loaded: &Loaded) -> Vec<CrdReference> {
+    references(loaded, true)
+}
+
+fn references(loaded: &Loaded, every: bool) -> Vec<CrdReference> {
     let mut out = Vec::new();
     for doc in &loaded.documents {
         for (pos, resource) in doc.doc.spec.resources.iter().enumerate() {
-            let Some(crd) = &resource.crd else { continue };
             let ri = doc.resource_indices.get(pos).copied().unwrap_or(pos);
-            let at = DocPath::default()
-                .key("spec")
-                .key("resources")
-                .index(ri)
-                .key("crd");
+            let at = DocPath::default().key("spec").key("resources").index(ri);
+            let (crd, at) = match &resource.crd {
+                Some(crd) => (crd.clone(), at.key("crd")),
+                None if every => (String::new(), at.key("kind")),
+                None => continue,
+            };
             out.push(CrdReference {
                 group: resource.group.clone(),
                 kind: resource.kind.clone(),
-                crd: crd.clone(),
+                crd,
                 source: doc.source.clone(),
                 loc: doc.locate(&at),
             });

@@ -78,6 +78,7 @@ pub struct SchemaNode {
     pub pattern: Option<String>,
     pub min_length: Option<u64>,
     pub max_length: Option<u64>,
+    pub multiple_of: Option<f64>,
     pub min_items: Option<u64>,
     pub max_items: Option<u64>,
     pub int_or_string: bool,
@@ -119,6 +120,7 @@ impl SchemaNode {
         n.pattern = str_of("pattern");
         n.min_length = m.get("minLength").and_then(Value::as_u64);
         n.max_length = m.get("maxLength").and_then(Value::as_u64);
+        n.multiple_of = m.get("multipleOf").and_then(Value::as_f64);
         n.min_items = m.get("minItems").and_then(Value::as_u64);
         n.max_items = m.get("maxItems").and_then(Value::as_u64);
         n.int_or_string = bool_of("x-kubernetes-int-or-string");

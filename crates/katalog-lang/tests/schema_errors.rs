@@ -3,15 +3,18 @@
 //! compiled with the CRDs its `crd:` keys name, read as the runtime reads
 //! them (a file, or the `.yaml`/`.yml`/`.json` files of a directory), and
 //! must give exactly the diagnostics in its `.expected` file: its errors, or
-//! its warnings when it compiles. Run with `BLESS=1` to rewrite the expected
-//! files after a deliberate change, then review the diff.
+//! its warnings when it compiles. A `live-*.yaml` case is compiled as
+//! `--live` does ([`compile_with_live_crds`]), the CRD of every resource
+//! taken from a "cluster" made of `widget.crd.yaml` and the CRDs of `crds/`.
+//! Run with `BLESS=1` to rewrite the expected files after a deliberate
+//! change, then review the diff.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
 use katalog_lang::load::CrdReference;
-use katalog_lang::{Diagnostics, Source, compile_with_crds};
+use katalog_lang::{Diagnostics, Source, compile_with_crds, compile_with_live_crds};
 
 /// What `katalog_runtime::files::read_crd` does, without depending on it.
 fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
@@ -34,6 +37,40 @@ fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
         .collect();
     files.sort();
     files.iter().map(|p| read(p)).collect()
+}
+
+/// What `katalog_runtime::live::LiveCrds::read` does, the cluster's CRDs
+/// being those of `widget.crd.yaml` and `crds/` (run from the crate root).
+fn read_live(reference: &CrdReference) -> Result<Vec<Source>, String> {
+    let mut cluster = Vec::new();
+    for file in ["widget.crd.yaml", "crds"] {
+        let at = CrdReference {
+            crd: file.to_string(),
+            source: Source::new("testdata/schema-errors/cluster.yaml", ""),
+            ..reference.clone()
+        };
+        cluster.extend(read_crd(&at)?);
+    }
+    for source in cluster {
+        for doc in katalog_lang::yaml::read_documents(&source.text).map_err(|e| e.message())? {
+            let value = doc.to_value();
+            let spec = &value["spec"];
+            if value["kind"] == "CustomResourceDefinition"
+                && spec["group"] == reference.group.as_str()
+                && spec["names"]["kind"] == reference.kind.as_str()
+            {
+                let name = value["metadata"]["name"].as_str().unwrap_or_default();
+                return Ok(vec![Source::new(
+                    format!("cluster:customresourcedefinitions/{name}"),
+                    serde_json::to_string_pretty(&value).unwrap(),
+                )]);
+            }
+        }
+    }
+    Err(format!(
+        "the cluster has no CustomResourceDefinition for kind {} in group {}",
+        reference.kind, reference.group
+    ))
 }
 
 #[test]
@@ -64,7 +101,13 @@ fn schema_error_messages_match_golden_files() {
             path.file_name().unwrap().to_string_lossy()
         );
         let text = std::fs::read_to_string(&path).unwrap();
-        let rendered = match compile_with_crds(&[Source::new(name.clone(), text)], read_crd) {
+        let sources = [Source::new(name.clone(), text)];
+        let compiled = if name.contains("/live-") {
+            compile_with_live_crds(&sources, read_live)
+        } else {
+            compile_with_crds(&sources, read_crd)
+        };
+        let rendered = match compiled {
             Ok(ir) => {
                 assert!(
                     !ir.admission.warnings.is_empty(),

@@ -60,6 +60,8 @@ pub enum ClusterError {
         "failed to find CustomResourceDefinition {name}: it does not exist; apply the CRD before registering"
     )]
     CrdMissing { name: String },
+    #[error("failed to list CustomResourceDefinitions (for --live): {0}")]
+    ListCrds(#[source] kube::Error),
     #[error("failed to get CustomResourceDefinition {name}: {source}")]
     GetCrd {
         name: String,

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod files;
 pub mod housekeeper;
 pub mod leader;
+pub mod live;
 pub mod metrics;
 pub mod migrate;
 pub mod registration;
