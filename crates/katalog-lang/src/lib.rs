@@ -57,10 +57,22 @@ pub use source::Source;
 /// Load and compile a Katalog made of these sources.
 /// Every error of every stage is reported together.
 pub fn compile_sources(sources: &[Source]) -> Result<Ir, Diagnostics> {
-    let (loaded, mut diags) = load::load(sources);
-    match compile::compile(&loaded) {
-        Ok(ir) if diags.is_empty() => Ok(ir),
-        Ok(_) => Err(diags),
+    let (loaded, diags) = load::load(sources);
+    with_load_errors(diags, compile::compile(&loaded))
+}
+
+/// A stage's result after loading: an `Err` when loading reported any
+/// error, with the stage's own errors added, in source order.
+fn with_load_errors<T>(
+    mut diags: Diagnostics,
+    result: Result<T, Diagnostics>,
+) -> Result<T, Diagnostics> {
+    match result {
+        Ok(value) if diags.is_empty() => Ok(value),
+        Ok(_) => {
+            diags.sort();
+            Err(diags)
+        }
         Err(more) => {
             diags.0.extend(more.0);
             diags.sort();
@@ -93,20 +105,9 @@ pub fn compile_with_live_crds(
 }
 
 fn compile_loaded(
-    (loaded, schemas, mut diags): (load::Loaded, schema::Schemas, Diagnostics),
+    (loaded, schemas, diags): (load::Loaded, schema::Schemas, Diagnostics),
 ) -> Result<Ir, Diagnostics> {
-    match compile::compile_with_schemas(&loaded, &schemas) {
-        Ok(ir) if diags.is_empty() => Ok(ir),
-        Ok(_) => {
-            diags.sort();
-            Err(diags)
-        }
-        Err(more) => {
-            diags.0.extend(more.0);
-            diags.sort();
-            Err(diags)
-        }
-    }
+    with_load_errors(diags, compile::compile_with_schemas(&loaded, &schemas))
 }
 
 /// Load and compile a Katalog as [`compile_with_crds`] does, and return the
@@ -131,23 +132,11 @@ pub fn analyze_with_live_crds(
 }
 
 fn analyze_loaded(
-    (loaded, schemas, mut diags): (load::Loaded, schema::Schemas, Diagnostics),
+    (loaded, schemas, diags): (load::Loaded, schema::Schemas, Diagnostics),
 ) -> Result<(Ir, analysis::Analysis), Diagnostics> {
-    match compile::compile_unanalyzed(&loaded, &schemas) {
-        Ok(ir) if diags.is_empty() => {
-            let analysis = analysis::analyze(&loaded, &ir, &schemas);
-            Ok((ir, analysis))
-        }
-        Ok(_) => {
-            diags.sort();
-            Err(diags)
-        }
-        Err(more) => {
-            diags.0.extend(more.0);
-            diags.sort();
-            Err(diags)
-        }
-    }
+    let ir = with_load_errors(diags, compile::compile_unanalyzed(&loaded, &schemas))?;
+    let analysis = analysis::analyze(&loaded, &ir, &schemas);
+    Ok((ir, analysis))
 }
 
 /// Load the sources and read the CRDs their `crd:` keys name (`live`: the
