@@ -36,6 +36,7 @@ pub mod analysis;
 pub mod budget;
 pub mod cel;
 pub mod compile;
+pub mod conversion;
 pub mod convert;
 pub mod document;
 pub mod error;

@@ -104,7 +104,7 @@ fn describe(object: &Value) -> String {
 /// What `webhook_converter.go` rejects: a changed kind, and metadata changes
 /// other than labels and annotations. Taken from the input before it is
 /// converted in place.
-struct Invariants {
+pub(crate) struct Invariants {
     kind: Option<Value>,
     metadata: Value,
 }
@@ -123,14 +123,14 @@ fn metadata_without_labels(object: &Value) -> Value {
 }
 
 impl Invariants {
-    fn of(input: &Value) -> Self {
+    pub(crate) fn of(input: &Value) -> Self {
         Invariants {
             kind: input.get("kind").cloned(),
             metadata: metadata_without_labels(input),
         }
     }
 
-    fn check(&self, output: &Value) -> Result<(), crate::convert::ConvertError> {
+    pub(crate) fn check(&self, output: &Value) -> Result<(), crate::convert::ConvertError> {
         let err = |message: &str| crate::convert::ConvertError {
             message: message.into(),
             rule: None,

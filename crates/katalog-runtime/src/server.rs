@@ -12,7 +12,6 @@ use futures_util::StreamExt;
 use katalog_lang::admission::eval::Endpoint;
 use katalog_lang::admission::review::review_admission_only;
 use katalog_lang::admission::webhooks;
-use katalog_lang::review::review_conversion_owned;
 use serde_json::{Value, json};
 
 use crate::metrics::{
@@ -298,35 +297,6 @@ fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The facts about a ConversionReview the log line and metrics record.
-struct ConversionSummary {
-    uid: String,
-    group: String,
-    kind: String,
-    from: String,
-    mixed: bool,
-    to: String,
-    count: usize,
-}
-
-fn summarize_conversion(review: &Value) -> ConversionSummary {
-    let objects = review.pointer("/request/objects").and_then(Value::as_array);
-    let first = objects.and_then(|o| o.first());
-    let first_version = first.map_or("", |o| str_at(o, "/apiVersion"));
-    let (group, from) = katalog_lang::convert::split_api_version(first_version);
-    ConversionSummary {
-        uid: str_at(review, "/request/uid").to_string(),
-        group: group.to_string(),
-        kind: first.map_or("", |o| str_at(o, "/kind")).to_string(),
-        from: from.to_string(),
-        mixed: objects.is_some_and(|o| o.iter().any(|x| str_at(x, "/apiVersion") != first_version)),
-        to: katalog_lang::convert::split_api_version(str_at(review, "/request/desiredAPIVersion"))
-            .1
-            .to_string(),
-        count: objects.map_or(0, Vec::len),
-    }
-}
-
 /// Counts a review as in flight for as long as it lives.
 /// Counts a review in `katalog_reviews_in_flight` until it is answered and
 /// its evaluation has finished (shared with the evaluation, which goes on
@@ -439,22 +409,17 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
     }
     let ir = loaded.ir.clone();
     let outcome = off_reactor(&state, &in_flight, move || {
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("failed to read the ConversionReview: {e}"))?;
-        // What the log and metrics need, kept before the review is consumed.
-        let summary = summarize_conversion(&value);
-        let response = review_conversion_owned(&ir, value).map_err(|e| e.to_string())?;
-        let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
-        Ok::<_, String>((summary, response, bytes))
+        katalog_lang::conversion::review_bytes(&ir, &body).map_err(|e| e.to_string())
     })
     .await;
-    let (request, response, bytes) = match outcome {
+    let answer = match outcome {
         Ok(Ok(v)) => v,
         Ok(Err(message)) => {
             return error(StatusCode::BAD_REQUEST, "MalformedReview", message, &state);
         }
         Err(resp) => return resp,
     };
+    let request = &answer.outcome;
     let (group, kind, to) = (
         request.group.as_str(),
         request.kind.as_str(),
@@ -465,7 +430,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
     } else {
         request.from.as_str()
     };
-    let failed = str_at(&response, "/response/result/status") == "Failure";
+    let failed = request.failure.is_some();
     let elapsed = started.elapsed();
     let key = ConversionKey {
         group: group.into(),
@@ -497,7 +462,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .conversion_objects
         .get_or_create(&key)
         .observe(count as f64);
-    let message = str_at(&response, "/response/result/message");
+    let message = request.failure.as_deref().unwrap_or("");
     state.stats.record(
         &format!("conversion {group}/{kind}"),
         elapsed.as_secs_f64() * 1000.0,
@@ -510,6 +475,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         from,
         to,
         objects = count,
+        spliced = request.spliced,
         result = if failed { "Failure" } else { "Success" },
         detail = if failed { message } else { "" },
         duration_ms = elapsed.as_secs_f64() * 1000.0,
@@ -517,7 +483,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
     );
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(bytes)
+        .body(answer.bytes)
 }
 
 async fn admission(
