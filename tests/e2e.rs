@@ -1142,7 +1142,7 @@ fn protections_through_kubectl() {
 // ===========================================================================
 // 4. Capture the apiserver's real review bodies as katalog-lang fixtures.
 
-const CONVERSION_FIXTURES: &str = "crates/katalog-lang/src/testdata/apiserver";
+const CONVERSION_FIXTURES: &str = "crates/katalog-lang/src/conversion/testdata/apiserver";
 const ADMISSION_FIXTURES: &str = "crates/katalog-lang/src/admission/testdata/apiserver";
 
 /// Writes `value` pretty-printed (uids and all) to `dir/name` in the repository.

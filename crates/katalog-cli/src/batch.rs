@@ -335,7 +335,7 @@ pub fn convert(ir: &Ir, objects: &Objects, to: &str) -> (Vec<Value>, Vec<String>
     let mut failures = Vec::new();
     for (i, object) in objects.items.iter().enumerate() {
         let result = crate::desired_api_version(ir, object, to).and_then(|desired| {
-            katalog_lang::convert::convert(ir, object, &desired).map_err(|e| e.to_string())
+            katalog_lang::review::convert_checked(ir, object, &desired).map_err(|e| e.to_string())
         });
         match result {
             Ok(v) => converted.push(v),

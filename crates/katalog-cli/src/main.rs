@@ -217,7 +217,7 @@ enum Command {
     },
     /// Answer a raw ConversionReview or AdmissionReview (JSON) exactly as the server would.
     #[command(
-        after_help = "Example:\n  katalog review --katalog katalogs/crontab.yaml crates/katalog-lang/src/testdata/conversion-review-v1.json"
+        after_help = "Example:\n  katalog review --katalog katalogs/crontab.yaml crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json"
     )]
     Review {
         /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
@@ -1374,7 +1374,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             let port = addr.port();
             let ca = std::fs::canonicalize(&ca).unwrap_or(ca);
             eprintln!("development CA: {}", ca.display());
-            let example = std::fs::canonicalize("crates/katalog-lang/src/testdata/conversion-review-v1.json")
+            let example = std::fs::canonicalize("crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json")
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "review.json".into());
             eprintln!(

@@ -210,7 +210,7 @@ const CASES: &[Case] = &[
             "review",
             "--katalog",
             "katalogs/crontab.yaml",
-            "crates/katalog-lang/src/testdata/conversion-review-v1.json",
+            "crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json",
         ],
         stdin: None,
         code: 0,

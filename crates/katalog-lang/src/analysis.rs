@@ -352,7 +352,7 @@ impl Walk<'_> {
     /// through this direction. A `stash:` rule claims its field by its read
     /// path; what is left is the spoke's whole-remainder stash
     /// (`stash: {remainder: true}`), which on the way down keeps every field
-    /// the spoke's schema does not declare (`crate::remainder::keep`).
+    /// the spoke's schema does not declare (`crate::conversion::remainder::keep`).
     fn lands_in_stash(&self, target_path: &Path) -> bool {
         self.remainder && matches!(lookup(self.target, target_path), Lookup::Missing { .. })
     }

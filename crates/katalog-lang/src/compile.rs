@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use regex::Regex;
 use serde_json::Value;
 
 use crate::cel::CelProgram;
@@ -24,6 +23,7 @@ use crate::load::{Loaded, LoadedDocument};
 use crate::path::{Path, Segment};
 use crate::schema::{Crd, Schemas};
 use crate::source::{DocPath, Loc};
+use crate::syntax::{anchored_regex, is_dns_label_char, qualified_name_problem};
 
 /// Compile loaded documents into the IR.
 pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
@@ -147,44 +147,6 @@ fn list_names<'a>(names: impl Iterator<Item = &'a String>) -> String {
     }
 }
 
-fn is_dns_label_char(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
-}
-
-/// Checks a Kubernetes qualified name such as `example.com/x` (label and
-/// annotation keys).
-pub(crate) fn qualified_name_problem(key: &str) -> Option<String> {
-    annotation_key_problem(key)
-}
-
-fn annotation_key_problem(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if name.is_empty() || name.len() > 63 {
-        return Some("the name part must be 1 to 63 characters".into());
-    }
-    let ok_name = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if !ok_name {
-        return Some("the name part must be alphanumeric with `-`, `_` or `.` inside".into());
-    }
-    if let Some(p) = prefix
-        && (p.is_empty()
-            || p.len() > 253
-            || !p
-                .split('.')
-                .all(|l| !l.is_empty() && l.chars().all(is_dns_label_char) && !l.starts_with('-')))
-    {
-        return Some("the prefix must be a lowercase DNS subdomain".into());
-    }
-    None
-}
-
 impl Compiler<'_> {
     fn error(
         &mut self,
@@ -264,7 +226,7 @@ impl Compiler<'_> {
             .stash_annotation
             .clone()
             .unwrap_or_else(|| DEFAULT_STASH_ANNOTATION.to_string());
-        if let Some(problem) = annotation_key_problem(&annotation) {
+        if let Some(problem) = qualified_name_problem(&annotation) {
             self.error(
                 doc,
                 &at.key("stashAnnotation"),
@@ -368,7 +330,7 @@ impl Compiler<'_> {
                 .annotation
                 .clone()
                 .unwrap_or_else(|| crate::document::DEFAULT_REMAINDER_ANNOTATION.to_string());
-            if let Some(problem) = annotation_key_problem(&annotation) {
+            if let Some(problem) = qualified_name_problem(&annotation) {
                 self.error(
                     scope.doc,
                     &here.key("annotation"),
@@ -807,7 +769,7 @@ impl Compiler<'_> {
                     .annotation
                     .clone()
                     .unwrap_or_else(|| scope.annotation.to_string());
-                if let Some(problem) = annotation_key_problem(&annotation) {
+                if let Some(problem) = qualified_name_problem(&annotation) {
                     self.error(
                         scope.doc,
                         &at.key("annotation"),
@@ -1274,7 +1236,7 @@ impl Compiler<'_> {
                 (&to_hub, &ex.spoke, &ex.hub, "toHub"),
             ] {
                 match prog.eval(&[("self", input), ("object", &Value::Null)]) {
-                    Ok(got) if crate::convert::json_eq(&got, want) => {}
+                    Ok(got) if crate::json::json_eq(&got, want) => {}
                     Ok(got) => {
                         failed = true;
                         self.error(
@@ -1506,20 +1468,6 @@ fn parts_paths(parts: &PartsIr) -> Vec<Path> {
         PartsIr::Fields(ps) => ps.clone(),
         PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
     }
-}
-
-/// Compile a pattern that must match the whole value; the error says why not.
-pub(crate) fn anchored_regex(pattern: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        format!(
-            "the pattern does not compile: {}",
-            e.to_string()
-                .lines()
-                .last()
-                .unwrap_or("")
-                .trim_start_matches("error: ")
-        )
-    })
 }
 
 /// `"{host}:{port}"` → pieces; `{{` and `}}` stand for literal braces.

@@ -23,7 +23,7 @@ use std::fmt;
 use regex_syntax::hir::{Class, Hir, HirKind};
 use serde_json::{Map, Number, Value};
 
-use crate::convert::{ConvertError, convert};
+use crate::conversion::{ConvertError, convert};
 use crate::ir::{Ir, ResourceIr, RuleId};
 use crate::path::{Path, Segment};
 use crate::schema::{ListType, Opacity, SchemaNode};

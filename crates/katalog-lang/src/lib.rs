@@ -37,21 +37,24 @@ pub mod budget;
 pub mod cel;
 pub mod compile;
 pub mod conversion;
-pub mod convert;
 pub mod document;
 pub mod error;
 pub mod fuzz;
 pub mod ir;
+pub mod json;
 pub mod load;
 pub mod path;
-pub mod remainder;
-pub mod review;
 pub mod schema;
 pub mod source;
 pub mod suite;
+pub mod syntax;
 pub mod yaml;
 
 pub use error::{Diagnostic, Diagnostics, ErrorKind};
+
+// The conversion half under the names it had before it got its own module
+// (`katalog_lang::convert::convert`, `katalog_lang::review::review_conversion`).
+pub use conversion::{eval as convert, remainder, review};
 pub use ir::Ir;
 pub use source::Source;
 

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::admission::eval::{Endpoint, SimulatedRequest, evaluate};
-use crate::convert::{convert, json_eq, split_api_version};
+use crate::conversion::review::convert_checked as convert;
 use crate::ir::Ir;
+use crate::json::{json_eq, split_api_version};
 
 pub const SUITE_KIND: &str = "KatalogTest";
 

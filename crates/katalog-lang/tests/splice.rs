@@ -276,7 +276,7 @@ fn objects_generated_from_every_example_crd_convert_the_same_on_both_paths() {
 #[test]
 fn the_apiserver_fixtures_convert_the_same_on_both_paths() {
     let ir = katalog_ir(&repo().join("katalogs/crontab.yaml"));
-    let dir = repo().join("crates/katalog-lang/src/testdata");
+    let dir = repo().join("crates/katalog-lang/src/conversion/testdata");
     let mut tally = Tally::default();
     let mut files = Vec::new();
     for sub in [dir.clone(), dir.join("apiserver")] {

@@ -819,7 +819,7 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
         ok = false;
     }
     if let Some(p) = &c.pattern {
-        match crate::compile::anchored_regex(p) {
+        match crate::syntax::anchored_regex(p) {
             Ok(r) => ir.pattern = Some(r),
             Err(e) => {
                 ctx.error(&at.key("pattern"), ErrorKind::Pattern, e);
@@ -936,7 +936,7 @@ fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Ch
             if !super::types::mismatches(t, v) {
                 continue;
             }
-            let shown = crate::admission::eval::show(v);
+            let shown = crate::json::show(v);
             let help = match super::types::unquoted(t, v) {
                 Some(fixed) if key == "equals" => format!("write `equals: {fixed}` (no quotes)"),
                 Some(fixed) => format!("write `{fixed}` in `{key}` (no quotes)"),
@@ -951,7 +951,7 @@ fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Ch
                 format!(
                     "`{path}` is {}, and `{key}` compares it with {shown} ({}): the test can never match",
                     t.name(),
-                    crate::convert::type_name(v)
+                    crate::json::type_name(v)
                 ),
             )
             .help = Some(help);
@@ -1319,7 +1319,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         ),
     ] {
         for k in add.keys().chain(remove.iter()) {
-            if let Some(problem) = crate::compile::qualified_name_problem(k) {
+            if let Some(problem) = crate::syntax::qualified_name_problem(k) {
                 let key = if add.contains_key(k) {
                     add_key
                 } else {

@@ -8,9 +8,9 @@ use super::{
     ProtectedResource, SelectorIr, ValidationIr, autogen,
 };
 use crate::cel::CelProgram;
-use crate::convert::{json_eq, type_name};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
+use crate::json::{json_eq, show, truncate, type_name};
 use crate::path::{Path, Segment};
 
 /// Which webhook endpoint is asking; `All` simulates them in the
@@ -118,15 +118,6 @@ impl Verdict {
         }
         out
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
 }
 
 /// Evaluate the Katalog's admission rules for one request.
@@ -519,11 +510,6 @@ fn selected<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, &'v Value)> {
         return vec![(Path::root(), object)];
     }
     paths.iter().flat_map(|p| p.select(object)).collect()
-}
-
-pub(crate) fn show(v: &Value) -> String {
-    let s = serde_json::to_string(v).unwrap_or_default();
-    truncate(&s, 60)
 }
 
 /// The violations of a check (empty: it passes). Errors are evaluation failures.
@@ -1514,7 +1500,7 @@ impl SimulatedRequest {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let (group, version) = crate::convert::split_api_version(api_version);
+        let (group, version) = crate::json::split_api_version(api_version);
         let (group, version, resource) = match &self.resource {
             Some(r) => {
                 let parts: Vec<&str> = r.split('/').collect();

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::MatchIr;
 use super::eval::AdmissionInput;
-use crate::convert::convert;
+use crate::conversion::convert;
 use crate::ir::Ir;
 
 /// How a rule sees a request.

@@ -1,7 +1,17 @@
-//! Conversion: what a conversion touches ([`touch`]), and a ConversionReview
-//! answered from its bytes ([`review_bytes`]), on the fast path that splices
-//! untouched JSON ([`splice`]) or on the tree path that stays the reference
-//! ([`crate::review`]).
+//! Conversion, the half of the language that moves objects between API
+//! versions, stage by stage:
+//! - [`eval`]: convert one object (a list of rules acts at once; both
+//!   directions derived from each rule's hub and spoke forms);
+//! - `stash`: the stash annotations a conversion keeps and takes back;
+//! - [`remainder`]: the whole-remainder stash;
+//! - [`touch`]: what a conversion touches, from the IR;
+//! - [`review`]: the ConversionReview protocol on whole trees (the tree
+//!   path, the reference);
+//! - [`splice`]: the fast path, on partial trees, splicing untouched bytes;
+//! - [`review_bytes`]: a ConversionReview answered from its bytes, on the
+//!   fast path where it applies, with a typed [`ConversionOutcome`].
+//!
+//! The rules themselves are lowered from the Katalog by [`crate::compile`].
 //!
 //! ```
 //! use katalog_lang::{Source, compile_sources, conversion};
@@ -21,14 +31,20 @@
 //! assert_eq!(out["response"]["convertedObjects"][0]["spec"]["container"]["image"], "busybox");
 //! ```
 
+pub mod eval;
+pub mod remainder;
+pub mod review;
 pub mod splice;
+mod stash;
 pub mod touch;
+
+pub use eval::{ConvertError, convert, convert_owned};
 
 use serde_json::Value;
 
-use crate::convert::split_api_version;
 use crate::ir::Ir;
-use crate::review::{ReviewError, review_conversion_owned};
+use crate::json::split_api_version;
+use review::{ReviewError, review_conversion_owned};
 
 /// What a ConversionReview asked and how it was answered: what the server
 /// logs and counts, without looking into the answer.

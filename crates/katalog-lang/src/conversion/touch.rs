@@ -10,8 +10,8 @@
 //! What a conversion between two versions touches, besides the paths its
 //! rules name on either side:
 //! - `apiVersion` (written) and `kind` (read by the invariant check);
-//! - every stash annotation a rule of either leg keeps or restores, and the
-//!   resource's default stash annotation (`metadata.annotations[…]`);
+//! - every stash annotation a rule of either leg keeps or restores
+//!   (`metadata.annotations[…]`);
 //! - the parents of all of these: they are created, emptied or removed, so
 //!   they are objects with some members touched.
 //!
@@ -100,6 +100,21 @@ impl Touch {
         out
     }
 
+    /// Add everything `other` touches.
+    pub fn merge(&mut self, other: &Touch) {
+        if self.whole {
+            return;
+        }
+        if other.whole {
+            self.whole = true;
+            self.children.clear();
+            return;
+        }
+        for (key, child) in &other.children {
+            self.children.entry(key.clone()).or_default().merge(child);
+        }
+    }
+
     /// The paths of the touch set, for display: `spec.image`, `metadata.annotations["k"]`.
     pub fn paths(&self) -> Vec<Path> {
         fn walk(t: &Touch, at: &Path, out: &mut Vec<Path>) {
@@ -128,7 +143,6 @@ pub fn conversion(ir: &Ir, resource: &ResourceIr, from: &str, to: &str) -> Optio
     if from == to {
         return Some(touch);
     }
-    touch.add(&annotation(&resource.stash_annotation));
     for version in [from, to] {
         if version == resource.hub {
             continue;
@@ -138,6 +152,19 @@ pub fn conversion(ir: &Ir, resource: &ResourceIr, from: &str, to: &str) -> Optio
             return None;
         }
         rules(ir, &v.rules, true, &mut touch)?;
+    }
+    Some(touch)
+}
+
+/// What converting an object of `resource` from any version it serves to
+/// `to` touches: the union of [`conversion`] over every `from`, or `None`
+/// when one of them touches the whole object. Parsing more than a
+/// conversion touches is always safe, so this one set serves every object
+/// of the resource in a review.
+pub fn to_version(ir: &Ir, resource: &ResourceIr, to: &str) -> Option<Touch> {
+    let mut touch = Touch::default();
+    for from in resource.served() {
+        touch.merge(&conversion(ir, resource, from, to)?);
     }
     Some(touch)
 }
@@ -247,8 +274,15 @@ mod tests {
                 "{expected} in {paths:?}"
             );
         }
-        assert!(to_v2.covers(&Path::parse("metadata.annotations").unwrap()));
-        assert!(!to_v2.covers(&Path::parse("metadata.managedFields").unwrap()));
+        // No rule between v1 and v2 stashes: metadata is not read at all.
+        assert!(!to_v2.covers(&Path::parse("metadata").unwrap()));
+        let to_v1beta1 = conversion(&ir, r, "v2", "v1beta1").unwrap();
+        assert!(
+            to_v1beta1
+                .covers(&Path::parse(r#"metadata.annotations["katalog.dev/stash"]"#).unwrap())
+        );
+        assert!(!to_v1beta1.covers(&Path::parse("metadata.managedFields").unwrap()));
+        assert!(!to_v1beta1.covers(&Path::parse("metadata.annotations.other").unwrap()));
         assert!(!to_v2.covers(&Path::parse("status").unwrap()));
         assert!(!to_v2.covers(&Path::parse("spec.jobTemplate").unwrap()));
         // The same version: only the apiVersion it keeps.

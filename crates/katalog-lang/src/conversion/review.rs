@@ -9,8 +9,9 @@ use kube_core::conversion::{ConversionRequest, ConversionResponse, ConversionRev
 use kube_core::response::Status;
 use serde_json::Value;
 
-use crate::convert::{convert_owned, split_api_version};
+use super::eval::{ConvertError, convert, convert_owned};
 use crate::ir::Ir;
+use crate::json::split_api_version;
 
 /// The review versions the apiserver may send.
 pub const CONVERSION_REVIEW_VERSIONS: [&str; 2] =
@@ -51,6 +52,21 @@ pub fn review_conversion_bytes(ir: &Ir, body: &[u8]) -> Result<Value, ReviewErro
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     review_conversion_owned(ir, value)
+}
+
+/// Convert one object as the webhook does: the conversion, then the checks
+/// the apiserver makes of a webhook's answer (`kind`, and metadata other
+/// than labels and annotations, unchanged). What `katalog convert` and
+/// `katalog test` run, so they refuse what the apiserver would.
+pub fn convert_checked(
+    ir: &Ir,
+    object: &Value,
+    desired_api_version: &str,
+) -> Result<Value, ConvertError> {
+    let before = Invariants::of(object);
+    let out = convert(ir, object, desired_api_version)?;
+    before.check(&out)?;
+    Ok(out)
 }
 
 fn answer(ir: &Ir, mut request: ConversionRequest) -> ConversionResponse {
@@ -130,8 +146,8 @@ impl Invariants {
         }
     }
 
-    pub(crate) fn check(&self, output: &Value) -> Result<(), crate::convert::ConvertError> {
-        let err = |message: &str| crate::convert::ConvertError {
+    pub(crate) fn check(&self, output: &Value) -> Result<(), ConvertError> {
+        let err = |message: &str| ConvertError {
             message: message.into(),
             rule: None,
         };
@@ -154,7 +170,7 @@ mod tests {
     use serde_json::json;
 
     fn crontab() -> Ir {
-        let text = include_str!("../../../katalogs/crontab.yaml");
+        let text = include_str!("../../../../katalogs/crontab.yaml");
         crate::compile_sources(&[Source::new("crontab.yaml", text)]).expect("crontab compiles")
     }
 
@@ -193,6 +209,24 @@ mod tests {
             objs[1]["spec"],
             json!({"schedule": "*/5 * * * *", "container": {"image": "nginx"},
                    "concurrencyPolicy": "AllowConcurrent"})
+        );
+    }
+
+    #[test]
+    fn the_invariant_check_refuses_a_changed_kind_or_metadata() {
+        let input = json!({"kind": "CronTab", "metadata": {"name": "a", "labels": {"x": "1"}}});
+        let before = Invariants::of(&input);
+        let same = json!({"kind": "CronTab", "metadata": {"name": "a", "annotations": {"y": "2"}}});
+        assert_eq!(before.check(&same), Ok(()));
+        let kind = json!({"kind": "Other", "metadata": {"name": "a"}});
+        assert_eq!(
+            before.check(&kind).unwrap_err().message,
+            "the conversion changed `kind`"
+        );
+        let renamed = json!({"kind": "CronTab", "metadata": {"name": "b"}});
+        assert_eq!(
+            before.check(&renamed).unwrap_err().message,
+            "the conversion changed metadata other than labels and annotations"
         );
     }
 

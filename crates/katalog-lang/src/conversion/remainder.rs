@@ -26,7 +26,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::convert::ANNOTATIONS_LIMIT;
+use super::eval::ANNOTATIONS_LIMIT;
 use crate::ir::RemainderIr;
 use crate::path::{Path, Segment};
 use crate::schema::SchemaNode;
@@ -341,19 +341,19 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
 mod tests {
     use serde_json::json;
 
-    use crate::convert::{ANNOTATIONS_LIMIT, convert};
+    use crate::conversion::eval::{ANNOTATIONS_LIMIT, convert};
     use crate::{Ir, Source};
 
     fn ir() -> Ir {
         crate::compile_with_crds(
             &[Source::new(
                 "remainder.yaml",
-                include_str!("../../../testdata/rules/remainder.yaml"),
+                include_str!("../../../../testdata/rules/remainder.yaml"),
             )],
             |_| {
                 Ok(vec![Source::new(
                     "remainder.crd.yaml",
-                    include_str!("../../../testdata/rules/remainder.crd.yaml"),
+                    include_str!("../../../../testdata/rules/remainder.crd.yaml"),
                 )])
             },
         )

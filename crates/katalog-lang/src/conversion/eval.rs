@@ -16,9 +16,12 @@ use crate::ir::{
 };
 use crate::path::{Path, Segment};
 
+use super::stash::{StashState, Stashed};
+pub use crate::json::{json_eq, split_api_version};
+use crate::json::{show, type_name};
+
 /// The apiserver's limit on the total size of an object's annotations.
 pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
-const ABSENT: &str = "!absent";
 
 /// Why one object could not be converted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -38,19 +41,11 @@ impl fmt::Display for ConvertError {
     }
 }
 
-fn fail<T>(message: impl Into<String>) -> Result<T, ConvertError> {
+pub(super) fn fail<T>(message: impl Into<String>) -> Result<T, ConvertError> {
     Err(ConvertError {
         message: message.into(),
         rule: None,
     })
-}
-
-/// Split `group/version` (or a bare core `version`).
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.rsplit_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    }
 }
 
 /// Convert one object to `desired_api_version`. The object may be at any
@@ -123,7 +118,7 @@ fn convert_between(
     if from != resource.hub
         && let Some(r) = resource.version(from).and_then(|v| v.remainder.as_ref())
     {
-        crate::remainder::restore(r, obj).map_err(|message| ConvertError {
+        super::remainder::restore(r, obj).map_err(|message| ConvertError {
             message,
             rule: Some(r.origin.clone()),
         })?;
@@ -161,7 +156,7 @@ fn convert_between(
     if to != resource.hub
         && let Some(r) = resource.version(to).and_then(|v| v.remainder.as_ref())
     {
-        crate::remainder::keep(r, obj).map_err(|message| ConvertError {
+        super::remainder::keep(r, obj).map_err(|message| ConvertError {
             message,
             rule: Some(r.origin.clone()),
         })?;
@@ -287,8 +282,8 @@ impl Ctx<'_> {
                     return Err(ConvertError {
                         message: format!(
                             "`{path}` already holds {}, which no rule reads; writing {} there would lose it",
-                            crate::admission::eval::show(existing),
-                            crate::admission::eval::show(&value)
+                            show(existing),
+                            show(&value)
                         ),
                         rule: Some(rule.origin.clone()),
                     });
@@ -1129,225 +1124,6 @@ fn type_word(t: ScalarType) -> &'static str {
     }
 }
 
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// JSON equality where `1` and `1.0` are the same number.
-pub fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y
-                || (x.as_f64().is_some() && x.as_f64() == y.as_f64() && !(x.is_u64() && y.is_u64()))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
-/// A stashed value, or the record that the field was absent.
-enum Stashed {
-    Value(Value),
-    Absent,
-}
-
-/// The stash annotations of the object being converted, parsed on first use
-/// and written back at the end.
-struct StashState {
-    /// Annotation key → its parsed content, for each annotation used so far.
-    annotations: Vec<(String, Map<String, Value>)>,
-    original: Option<Map<String, Value>>,
-}
-
-impl StashState {
-    fn load<'s>(
-        &'s mut self,
-        annotation: &str,
-    ) -> Result<&'s mut Map<String, Value>, ConvertError> {
-        if let Some(i) = self.annotations.iter().position(|(k, _)| k == annotation) {
-            return Ok(&mut self.annotations[i].1);
-        }
-        let raw = self
-            .original
-            .as_ref()
-            .and_then(|a| a.get(annotation))
-            .cloned();
-        let parsed = match raw {
-            None => Map::new(),
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(Value::Object(m)) => m,
-                _ => {
-                    return fail(format!(
-                        "annotation `{annotation}` is not a stash the engine wrote (it must be a JSON object); remove it or fix it"
-                    ));
-                }
-            },
-            Some(_) => return fail(format!("annotation `{annotation}` is not a string")),
-        };
-        self.annotations.push((annotation.to_string(), parsed));
-        let n = self.annotations.len() - 1;
-        Ok(&mut self.annotations[n].1)
-    }
-
-    fn section<'s>(
-        &'s mut self,
-        annotation: &str,
-        section: &str,
-    ) -> Result<&'s mut Map<String, Value>, ConvertError> {
-        let content = self.load(annotation)?;
-        let entry = content
-            .entry(section.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
-        match entry {
-            Value::Object(m) => Ok(m),
-            _ => fail("internal: stash section is not an object"),
-        }
-    }
-
-    /// Whether the object carries `annotation`, or a rule already wrote it.
-    fn has(&self, annotation: &str) -> bool {
-        self.annotations.iter().any(|(k, _)| k == annotation)
-            || self
-                .original
-                .as_ref()
-                .is_some_and(|a| a.contains_key(annotation))
-    }
-
-    fn put(&mut self, annotation: &str, section: &str, key: &str, v: Value) {
-        if let Ok(s) = self.section(annotation, section) {
-            s.insert(key.to_string(), v);
-        }
-    }
-
-    fn mark_absent(&mut self, annotation: &str, section: &str, key: &str) {
-        if let Ok(s) = self.section(annotation, section) {
-            let list = s
-                .entry(ABSENT.to_string())
-                .or_insert_with(|| Value::Array(vec![]));
-            if let Value::Array(a) = list {
-                a.push(Value::String(key.to_string()));
-            }
-        }
-    }
-
-    fn take(
-        &mut self,
-        annotation: &str,
-        section: &str,
-        key: &str,
-    ) -> Result<Option<Stashed>, ConvertError> {
-        let s = self.section(annotation, section)?;
-        if let Some(v) = s.shift_remove(key) {
-            return Ok(Some(Stashed::Value(v)));
-        }
-        if let Some(Value::Array(list)) = s.get_mut(ABSENT)
-            && let Some(i) = list.iter().position(|x| x.as_str() == Some(key))
-        {
-            list.remove(i);
-            if list.is_empty() {
-                s.shift_remove(ABSENT);
-            }
-            return Ok(Some(Stashed::Absent));
-        }
-        Ok(None)
-    }
-
-    /// Drop every entry (and absence marker) whose key starts with `prefix`.
-    fn purge_prefix(
-        &mut self,
-        annotation: &str,
-        section: &str,
-        prefix: &str,
-    ) -> Result<(), ConvertError> {
-        let s = self.section(annotation, section)?;
-        s.retain(|k, _| k == ABSENT || !k.starts_with(prefix));
-        if let Some(Value::Array(list)) = s.get_mut(ABSENT) {
-            list.retain(|x| !x.as_str().is_some_and(|k| k.starts_with(prefix)));
-            if list.is_empty() {
-                s.shift_remove(ABSENT);
-            }
-        }
-        Ok(())
-    }
-
-    /// Put the stash annotations back on the object, dropping empty ones.
-    fn write_back(mut self, obj: &mut Value) -> Result<(), ConvertError> {
-        if self.annotations.is_empty() {
-            return Ok(());
-        }
-        let _ = self.original.take();
-        let Some(meta) = obj.as_object_mut().map(|o| {
-            o.entry("metadata")
-                .or_insert_with(|| Value::Object(Map::new()))
-        }) else {
-            return Ok(());
-        };
-        let Value::Object(meta) = meta else {
-            return fail("metadata is not an object");
-        };
-        let had_annotations = meta.contains_key("annotations");
-        let ann = meta
-            .entry("annotations")
-            .or_insert_with(|| Value::Object(Map::new()));
-        let Value::Object(ann) = ann else {
-            return fail("metadata.annotations is not an object");
-        };
-        for (key, mut content) in self.annotations.drain(..) {
-            content.retain(|_, v| !matches!(v, Value::Object(m) if m.is_empty()));
-            if content.is_empty() {
-                ann.shift_remove(&key);
-            } else {
-                let text = serde_json::to_string(&Value::Object(content)).unwrap_or_default();
-                ann.insert(key, Value::String(text));
-            }
-        }
-        let size: usize = ann
-            .iter()
-            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
-            .sum();
-        if ann.is_empty() {
-            meta.shift_remove("annotations");
-        }
-        let _ = had_annotations;
-        if size > ANNOTATIONS_LIMIT {
-            return fail(format!(
-                "stashing makes the object's annotations {size} bytes, over the apiserver's limit of {ANNOTATIONS_LIMIT} (256 KiB)"
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl StashState {
-    fn with_original(obj: &Value) -> Self {
-        StashState {
-            annotations: Vec::new(),
-            original: obj
-                .pointer("/metadata/annotations")
-                .and_then(Value::as_object)
-                .cloned(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1357,7 +1133,7 @@ mod tests {
     fn crontab() -> Ir {
         crate::compile_sources(&[Source::new(
             "crontab.yaml",
-            include_str!("../../../katalogs/crontab.yaml"),
+            include_str!("../../../../katalogs/crontab.yaml"),
         )])
         .unwrap()
     }

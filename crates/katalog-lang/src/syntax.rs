@@ -1,0 +1,54 @@
+//! Checks of names and patterns that both halves of the language share
+//! (conversion's stash annotations and split patterns, admission's label
+//! keys and `pattern` checks), so neither compiler imports the other.
+
+use regex::Regex;
+
+/// A character of a DNS label: lowercase letters, digits and `-`.
+pub fn is_dns_label_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
+}
+
+/// Checks a Kubernetes qualified name such as `example.com/x` (label and
+/// annotation keys).
+pub fn qualified_name_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Some("the name part must be 1 to 63 characters".into());
+    }
+    let ok_name = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !ok_name {
+        return Some("the name part must be alphanumeric with `-`, `_` or `.` inside".into());
+    }
+    if let Some(p) = prefix
+        && (p.is_empty()
+            || p.len() > 253
+            || !p
+                .split('.')
+                .all(|l| !l.is_empty() && l.chars().all(is_dns_label_char) && !l.starts_with('-')))
+    {
+        return Some("the prefix must be a lowercase DNS subdomain".into());
+    }
+    None
+}
+
+/// Compile a pattern that must match the whole value; the error says why not.
+pub fn anchored_regex(pattern: &str) -> Result<Regex, String> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+        format!(
+            "the pattern does not compile: {}",
+            e.to_string()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+        )
+    })
+}
