@@ -14,11 +14,11 @@ import (
 // The hub's fields v1beta1 cannot hold are kept in the hub's section of the
 // stash annotation, under their hub paths.
 const (
-	hubSection        = "v1"
-	timeoutKey        = "spec.timeoutSeconds"
-	concurrencyKey    = "spec.concurrencyPolicy"
-	defaultPolicy     = v1.AllowConcurrent
-	notReadable = "the stashed %s is not a %s: %w"
+	hubSection     = "v1"
+	timeoutKey     = "spec.timeoutSeconds"
+	concurrencyKey = "spec.concurrencyPolicy"
+	defaultPolicy  = v1.AllowConcurrent
+	notReadable    = "the stashed %s is not a %s: %w"
 )
 
 // ConvertTo converts this v1beta1 CronTab to the hub (v1), restoring the
