@@ -1,4 +1,5 @@
-//! Fixtures and a dependency-free timing harness for the Katalog benchmarks.
+//! Fixtures and a dependency-free timing harness for the Katalog benchmarks,
+//! and the load driver of `katalog-load` (`load`, `peer`).
 //!
 //! The benchmarks themselves live in `benches/*.rs` (`harness = false`); run
 //! them with `cargo bench -p katalog-benches`. Built and run by
@@ -7,3 +8,5 @@
 
 pub mod fixtures;
 pub mod harness;
+pub mod load;
+pub mod peer;
