@@ -3,8 +3,10 @@
 //! Katalog, reloads it and its certificate when the files change, keeps the
 //! cluster registered, and exports metrics.
 //!
-//! Library first: [`server::start`] builds and starts the server from a
-//! [`Config`]; [`server::routes`] is the app, for tests without sockets.
+//! Library first: [`serve::Serve`] builds and runs all of `katalog serve`
+//! from one [`ServeConfig`] (the CLI only maps flags to it);
+//! [`server::start`] starts the bare server from a [`Config`];
+//! [`server::routes`] is the app, for tests without sockets.
 //!
 //! # Layers
 //!
@@ -22,8 +24,9 @@
 //! 5. `selfsigned`: the certificate kept in a Secret, handed to the state
 //!    and the housekeeper.
 //! 6. `server`: routes, handlers, limits; starting and stopping.
+//! 7. `serve`: everything above assembled from one [`ServeConfig`].
 //!
-//! Nothing depends on `server`.
+//! Nothing depends on `server` but `serve`.
 
 pub mod client;
 pub mod cluster;
@@ -37,11 +40,13 @@ pub mod migrate;
 pub mod registration;
 pub mod reload;
 pub mod selfsigned;
+pub mod serve;
 pub mod server;
 pub mod state;
 pub mod tls;
 
 pub use config::Config;
+pub use serve::{Serve, ServeConfig, ServeError};
 pub use server::{Running, ServerThread, StartError, start};
 
 /// Log format of `katalog serve`.
