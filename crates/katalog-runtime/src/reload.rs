@@ -125,7 +125,7 @@ pub fn watch(state: Arc<State>) -> Result<Watchers> {
 pub fn watch_ca_bundle(path: &Path, debounce: Duration) -> Result<(SharedCaBundle, Watchers)> {
     let read = |path: &Path| -> std::result::Result<Vec<u8>, String> {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        check_ca_bundle(&bytes)?;
+        check_ca_bundle(&bytes).map_err(|e| e.to_string())?;
         Ok(bytes)
     };
     let first = read(path).map_err(|message| Error::CaBundle {

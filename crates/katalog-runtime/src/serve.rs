@@ -161,8 +161,8 @@ pub enum ServeError {
     #[error("failed to register: no caBundle for certificate files (give the CA that signed them)")]
     NoCaBundle,
     /// What the apiserver would refuse: the webhook URL or the caBundle.
-    #[error("{0}")]
-    Registration(String),
+    #[error(transparent)]
+    Registration(#[from] crate::registration::Error),
     #[error(transparent)]
     Start(#[from] StartError),
 }
