@@ -1249,7 +1249,10 @@ fn migrate_storage(
     }
 }
 
+/// `katalog serve`: the flags mapped to a [`katalog_runtime::ServeConfig`],
+/// which the runtime builds and runs.
 fn serve(args: ServeArgs) -> Result<(), Exit> {
+    use katalog_runtime::serve::{Certificate, Register, Serve, ServeConfig, Service};
     katalog_runtime::init_tracing(match args.log_format {
         LogFormatArg::Text => katalog_runtime::LogFormat::Text,
         LogFormatArg::Json => katalog_runtime::LogFormat::Json,
@@ -1264,187 +1267,109 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             ))
         }
     };
-    let svc = format!("{}.{}.svc", args.service_name, args.service_namespace);
-    let names = vec![
-        args.service_name.clone(),
-        format!("{}.{}", args.service_name, args.service_namespace),
-        svc.clone(),
-        format!("{svc}.cluster.local"),
-    ];
-    let self_signed = match &args.self_signed_secret {
-        Some(secret) => Some(self_signed(&args, secret, &names)?),
-        None => None,
-    };
-    let (cert, key, dev_ca) = match (&self_signed, args.tls_cert, args.tls_key) {
-        (Some((_, prepared)), _, _) => (prepared.files.pair(), prepared.files.pair(), None),
-        (None, Some(c), Some(k)) => (c, k, None),
-        _ => {
-            let dir = args
-                .dev_cert_dir
-                .clone()
-                .unwrap_or_else(|| std::env::temp_dir().join("katalog-dev"));
-            let files = katalog_runtime::tls::write_dev_certificates(&dir, &names)
-                .map_err(|e| Exit(format!("error: {e}"), RUNTIME))?;
-            (files.cert, files.key, Some(files.ca))
-        }
-    };
-    let mut config = katalog_runtime::Config::new(args.katalog, cert, key);
-    config.listen = args.listen;
-    config.metrics_listen = args.metrics_listen;
-    config.client_ca = args.client_ca;
-    config.body_limit = args.body_limit;
-    config.max_reviews_in_flight = args.max_reviews_in_flight as usize;
-    config.max_bytes_in_flight = args.max_bytes_in_flight;
-    config.request_timeout = seconds(args.request_timeout, "request-timeout")?;
-    config.cel_cost_limit = args.cel_cost_limit;
-    config.client_timeout = seconds(args.client_timeout, "client-timeout")?;
-    config.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
-    config.max_pending_handshakes = args.max_pending_handshakes as usize;
-    config.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
-    if let Some(w) = args.workers {
-        config.workers = w;
-    }
-    let housekeeping = if args.register {
-        use katalog_runtime::registration::{Registration, Target};
-        // The caBundle follows its source: the Secret's CA, or the file
-        // (a mounted cert-manager ca.crt is rewritten when its CA rotates).
-        let ca_path = args.ca_bundle.clone().or_else(|| dev_ca.clone());
-        let (source, watch) = match (&self_signed, ca_path) {
-            (Some((_, prepared)), _) => (prepared.ca_bundle.clone(), None),
-            (None, Some(p)) => {
-                let (bundle, watch) =
-                    katalog_runtime::reload::watch_ca_bundle(&p, config.reload_debounce)
-                        .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
-                (bundle, Some(watch))
-            }
-            (None, None) => {
-                return Err(Exit(
-                    "error: --register needs --ca-bundle when --tls-cert is given".into(),
-                    USAGE,
-                ));
-            }
-        };
-        let ca_bundle = source.load().as_ref().clone();
-        let target = match args.register_url.clone() {
-            Some(u) => Target::Url(u),
-            None => Target::Service {
-                namespace: args.service_namespace.clone(),
-                name: args.service_name.clone(),
-                port: args.service_port,
+    let certificate = match (&args.self_signed_secret, args.tls_cert, args.tls_key) {
+        (Some(secret), _, _) => Certificate::Secret {
+            secret: secret
+                .parse()
+                .map_err(|e| Exit(format!("error: {e}"), USAGE))?,
+            policy: katalog_runtime::selfsigned::Policy {
+                cert_validity: args.cert_validity,
+                cert_rotate_before: args.cert_rotate_before,
+                ca_validity: args.ca_validity,
+                ca_rotate_before: args.ca_rotate_before,
+                propagation: args.ca_propagation,
             },
-        };
-        let reg = Registration {
-            name: args.register_name.clone(),
-            target,
-            ca_bundle,
-        };
-        reg.check().map_err(|e| Exit(format!("error: {e}"), 2))?;
-        Some((
-            reg,
-            args.kubeconfig.clone(),
-            seconds(args.resync, "resync")?,
-            args.leader_election_namespace.clone(),
-            source,
-            watch,
-        ))
-    } else {
-        None
+            check_interval: args.cert_check_interval,
+        },
+        (None, Some(cert), Some(key)) => Certificate::Files { cert, key },
+        _ => Certificate::Development {
+            dir: args
+                .dev_cert_dir
+                .unwrap_or_else(|| std::env::temp_dir().join("katalog-dev")),
+        },
     };
-    let kubeconfig = args.kubeconfig.clone();
-    katalog_runtime::server::run(config, move |addr, state| {
-        let keeper = self_signed
-            .map(|(selfsigned, prepared)| prepared.keep(selfsigned, kubeconfig, state.clone()));
-        let mut ca_watch = None;
-        let housekeeper = housekeeping.map(|(reg, kubeconfig, resync, lease_namespace, source, watch)| {
-            ca_watch = watch;
-            katalog_runtime::housekeeper::Housekeeper {
-                resync,
-                ca_bundle: Some(source),
-                leader_election: lease_namespace.map(|namespace| {
-                    katalog_runtime::leader::LeaderElection {
-                        namespace,
-                        ..Default::default()
-                    }
-                }),
-                ..Default::default()
-            }
-            .spawn_with_kubeconfig(kubeconfig, state, reg)
+    let mut config = ServeConfig::new(args.katalog, certificate);
+    let server = &mut config.server;
+    server.listen = args.listen;
+    server.metrics_listen = args.metrics_listen;
+    server.client_ca = args.client_ca;
+    server.body_limit = args.body_limit;
+    server.max_reviews_in_flight = args.max_reviews_in_flight as usize;
+    server.max_bytes_in_flight = args.max_bytes_in_flight;
+    server.request_timeout = seconds(args.request_timeout, "request-timeout")?;
+    server.cel_cost_limit = args.cel_cost_limit;
+    server.client_timeout = seconds(args.client_timeout, "client-timeout")?;
+    server.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
+    server.max_pending_handshakes = args.max_pending_handshakes as usize;
+    server.shutdown_grace = std::time::Duration::from_secs(args.shutdown_grace);
+    if let Some(w) = args.workers {
+        server.workers = w;
+    }
+    config.service = Service {
+        name: args.service_name,
+        namespace: args.service_namespace,
+        port: args.service_port,
+    };
+    config.kubeconfig = args.kubeconfig;
+    if args.register {
+        config.register = Some(Register {
+            url: args.register_url,
+            ca_bundle: args.ca_bundle,
+            resync: seconds(args.resync, "resync")?,
+            leader_election_namespace: args.leader_election_namespace,
+            ..Register::new(args.register_name)
         });
-        if let Some(ca) = dev_ca {
-            let port = addr.port();
-            let ca = std::fs::canonicalize(&ca).unwrap_or(ca);
-            eprintln!("development CA: {}", ca.display());
-            let example = std::fs::canonicalize("crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json")
+    }
+    let serve = Serve::new_from_config(config).map_err(serve_exit)?;
+    if let Some((secret, applied)) = serve.secret_applied() {
+        eprintln!(
+            "certificate: Secret {secret} {}{}",
+            applied.action,
+            if applied.reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", applied.reasons.join("; "))
+            }
+        );
+    }
+    serve
+        .run(|listening| {
+            if let Some(ca) = &listening.development_ca {
+                let port = listening.addr.port();
+                let ca = std::fs::canonicalize(ca).unwrap_or_else(|_| ca.clone());
+                eprintln!("development CA: {}", ca.display());
+                let example = std::fs::canonicalize(
+                    "crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json",
+                )
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "review.json".into());
-            eprintln!(
-                "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @{example}",
-                ca.display()
-            );
+                eprintln!(
+                    "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @{example}",
+                    ca.display()
+                );
+            }
+        })
+        .map_err(serve_exit)
+}
+
+/// A configuration the runtime cannot use is a usage error (as for
+/// `register`, a kubeconfig that cannot be loaded); anything the cluster,
+/// the files or the server refuse a runtime error.
+fn serve_exit(e: katalog_runtime::ServeError) -> Exit {
+    match e {
+        katalog_runtime::ServeError::NoCaBundle => Exit(
+            "error: --register needs --ca-bundle when --tls-cert is given".into(),
+            USAGE,
+        ),
+        e => {
+            let code = if e.is_config() { USAGE } else { RUNTIME };
+            Exit(format!("error: {e}"), code)
         }
-        // The housekeeper stops first: it may still register the caBundle.
-        (housekeeper, keeper, ca_watch)
-    })
-    .map_err(|e| Exit(format!("error: {e}"), RUNTIME))
+    }
 }
 
 fn duration_arg(s: &str) -> Result<std::time::Duration, String> {
     katalog_runtime::selfsigned::parse_duration(s)
-}
-
-/// `--self-signed-secret`: the Secret is made to hold a usable certificate
-/// before the server starts, and the files it is served from are written.
-fn self_signed(
-    args: &ServeArgs,
-    secret: &str,
-    names: &[String],
-) -> Result<
-    (
-        katalog_runtime::selfsigned::SelfSigned,
-        katalog_runtime::selfsigned::Prepared,
-    ),
-    Exit,
-> {
-    use katalog_runtime::selfsigned::{Policy, SecretRef, SelfSigned, ServingFiles};
-    let usage =
-        |e: katalog_runtime::selfsigned::SelfSignedError| Exit(format!("error: {e}"), USAGE);
-    let secret: SecretRef = secret.parse().map_err(usage)?;
-    let mut selfsigned = SelfSigned::new(secret.clone(), names);
-    selfsigned.policy = Policy {
-        cert_validity: args.cert_validity,
-        cert_rotate_before: args.cert_rotate_before,
-        ca_validity: args.ca_validity,
-        ca_rotate_before: args.ca_rotate_before,
-        propagation: args.ca_propagation,
-    };
-    selfsigned.policy.check().map_err(usage)?;
-    selfsigned.check_interval = args.cert_check_interval;
-    // As for `register`: a kubeconfig that cannot be used is a usage error,
-    // anything the cluster or the files refuse a runtime error.
-    let fail = |e: katalog_runtime::selfsigned::SelfSignedError| {
-        let code = match e {
-            katalog_runtime::selfsigned::SelfSignedError::Client(_) => USAGE,
-            _ => RUNTIME,
-        };
-        Exit(format!("error: {e}"), code)
-    };
-    let files =
-        ServingFiles::create_private(&format!("katalog-{}-{}", secret.namespace, secret.name))
-            .map_err(fail)?;
-    let prepared = selfsigned
-        .prepare(args.kubeconfig.as_deref(), files)
-        .map_err(fail)?;
-    let applied = &prepared.applied;
-    eprintln!(
-        "certificate: Secret {secret} {}{}",
-        applied.action,
-        if applied.reasons.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", applied.reasons.join("; "))
-        }
-    );
-    Ok((selfsigned, prepared))
 }
 
 fn print_verdict(v: &Verdict) {

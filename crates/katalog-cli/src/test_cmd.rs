@@ -82,8 +82,7 @@ pub fn run(
             )
         })?;
         let source = Source::new(file.display().to_string(), text);
-        let suites =
-            katalog_lang::load::load_suites(&source).map_err(|d| Exit(d.render(), USAGE))?;
+        let suites = katalog_lang::suite::load(&source).map_err(|d| Exit(d.render(), USAGE))?;
         let base = file.parent().unwrap_or(Path::new("."));
         for suite in suites {
             let katalog_path = base.join(&suite.spec.katalog);

@@ -108,7 +108,7 @@ fn load_source(source: &Source, loaded: &mut Loaded, diags: &mut Diagnostics) {
 
 /// The documents of a source, read as kubectl reads YAML, or the located
 /// reason they cannot be.
-fn read_yaml(source: &Source) -> Result<Vec<Node>, Diagnostics> {
+pub(crate) fn read_yaml(source: &Source) -> Result<Vec<Node>, Diagnostics> {
     crate::yaml::read_documents(&source.text).map_err(|e| {
         let mut d = Diagnostic::new(
             ErrorKind::Syntax,
@@ -128,14 +128,20 @@ fn read_yaml(source: &Source) -> Result<Vec<Node>, Diagnostics> {
     })
 }
 
-struct Ctx<'a> {
-    source: &'a Source,
-    root: &'a Node,
-    diags: &'a mut Diagnostics,
+/// Where diagnostics of one YAML document go (shared with [`crate::suite`]).
+pub(crate) struct Ctx<'a> {
+    pub(crate) source: &'a Source,
+    pub(crate) root: &'a Node,
+    pub(crate) diags: &'a mut Diagnostics,
 }
 
 impl Ctx<'_> {
-    fn error(&mut self, kind: ErrorKind, at: &DocPath, message: String) -> &mut Diagnostic {
+    pub(crate) fn error(
+        &mut self,
+        kind: ErrorKind,
+        at: &DocPath,
+        message: String,
+    ) -> &mut Diagnostic {
         let loc = locate(self.source, self.root, at);
         self.diags
             .push(Diagnostic::new(kind, message).at(loc, Some(self.source)));
@@ -145,7 +151,7 @@ impl Ctx<'_> {
 
     /// Deserialize `value` (found at `at`) as `T`, turning a serde error into a
     /// located diagnostic.
-    fn decode<T: DeserializeOwned>(&mut self, value: Value, at: &DocPath) -> Option<T> {
+    pub(crate) fn decode<T: DeserializeOwned>(&mut self, value: Value, at: &DocPath) -> Option<T> {
         match serde_path_to_error::deserialize::<_, T>(value) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -435,44 +441,6 @@ fn load_document(
         }
     }
     Some((doc, indices, resource_indices, (validations, mutations)))
-}
-
-/// Load the test-suite documents of a source, with located errors.
-pub fn load_suites(source: &Source) -> Result<Vec<crate::suite::SuiteDocument>, Diagnostics> {
-    let mut diags = Diagnostics::default();
-    let roots = read_yaml(source)?;
-    let mut out = Vec::new();
-    for root in roots.iter().filter(|r| !matches!(r.kind, NodeKind::Null)) {
-        let mut ctx = Ctx {
-            source,
-            root,
-            diags: &mut diags,
-        };
-        let top = DocPath::default();
-        match root.get("kind").map(Node::to_value) {
-            Some(Value::String(k)) if k == crate::suite::SUITE_KIND => {}
-            other => {
-                ctx.error(
-                    ErrorKind::Shape,
-                    &top.key("kind"),
-                    format!(
-                        "expected kind `{}`, found {}",
-                        crate::suite::SUITE_KIND,
-                        other.map_or("nothing".to_string(), |v| v.to_string())
-                    ),
-                );
-                continue;
-            }
-        }
-        if let Some(doc) = ctx.decode::<crate::suite::SuiteDocument>(root.to_value(), &top) {
-            out.push(doc);
-        }
-    }
-    if diags.is_empty() {
-        Ok(out)
-    } else {
-        Err(diags)
-    }
 }
 
 /// A resource's `crd:` key: the CRD manifest file or directory it names,

@@ -202,6 +202,46 @@ pub struct CaseResult {
     pub failures: Vec<String>,
 }
 
+/// Load the test-suite documents (`kind: KatalogTest`) of a source, with
+/// located errors; the Katalog loader ([`crate::load`]) never sees them.
+pub fn load(source: &crate::Source) -> Result<Vec<SuiteDocument>, crate::Diagnostics> {
+    use crate::error::ErrorKind;
+    use crate::source::{DocPath, Node, NodeKind};
+    let mut diags = crate::Diagnostics::default();
+    let roots = crate::load::read_yaml(source)?;
+    let mut out = Vec::new();
+    for root in roots.iter().filter(|r| !matches!(r.kind, NodeKind::Null)) {
+        let mut ctx = crate::load::Ctx {
+            source,
+            root,
+            diags: &mut diags,
+        };
+        let top = DocPath::default();
+        match root.get("kind").map(Node::to_value) {
+            Some(Value::String(k)) if k == SUITE_KIND => {}
+            other => {
+                ctx.error(
+                    ErrorKind::Shape,
+                    &top.key("kind"),
+                    format!(
+                        "expected kind `{SUITE_KIND}`, found {}",
+                        other.map_or("nothing".to_string(), |v| v.to_string())
+                    ),
+                );
+                continue;
+            }
+        }
+        if let Some(doc) = ctx.decode::<SuiteDocument>(root.to_value(), &top) {
+            out.push(doc);
+        }
+    }
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(diags)
+    }
+}
+
 /// Run one case against a compiled Katalog.
 pub fn run_case(ir: &Ir, case: &Case) -> CaseResult {
     let mut failures = Vec::new();

@@ -31,8 +31,7 @@ fn suite_objects() -> Vec<(String, Ir, Vec<Value>)> {
     for file in &files {
         let text = std::fs::read_to_string(file).expect("a suite file");
         let source = Source::new(file.display().to_string(), text);
-        let docs =
-            katalog_lang::load::load_suites(&source).unwrap_or_else(|d| panic!("{}", d.render()));
+        let docs = katalog_lang::suite::load(&source).unwrap_or_else(|d| panic!("{}", d.render()));
         for suite in docs {
             let ir = katalog_ir(&file.parent().expect("a parent").join(&suite.spec.katalog));
             let mut objects = Vec::new();

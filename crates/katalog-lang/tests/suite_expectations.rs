@@ -25,7 +25,7 @@ fn every_stated_expectation_is_checked() {
     for path in suites {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(&path).unwrap();
-        let docs = katalog_lang::load::load_suites(&Source::new(name.clone(), text))
+        let docs = katalog_lang::suite::load(&Source::new(name.clone(), text))
             .unwrap_or_else(|d| panic!("{name} does not load:\n{}", d.render()));
         let mut rendered = String::new();
         for doc in docs {

@@ -18,8 +18,7 @@ fn every_example_and_data_suite_passes() {
     for file in &files {
         let text = std::fs::read_to_string(file).expect("a suite file");
         let source = Source::new(file.display().to_string(), text);
-        let docs =
-            katalog_lang::load::load_suites(&source).unwrap_or_else(|d| panic!("{}", d.render()));
+        let docs = katalog_lang::suite::load(&source).unwrap_or_else(|d| panic!("{}", d.render()));
         for suite in docs {
             let base = file.parent().expect("a parent directory");
             let ir = katalog_ir(&base.join(&suite.spec.katalog));

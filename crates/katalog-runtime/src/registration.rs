@@ -52,49 +52,71 @@ impl Registration {
 
     /// Refuses what the apiserver would refuse or could not use: a URL that
     /// is not `https://HOST...` and a caBundle that is not PEM certificates.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<()> {
         if let Target::Url(url) = &self.target {
             check_url(url)?;
         }
         if !self.ca_bundle.is_empty() {
-            check_ca_bundle(&self.ca_bundle)
-                .map_err(|e| format!("the caBundle is not PEM certificates: {e}"))?;
+            check_ca_bundle(&self.ca_bundle)?;
         }
         Ok(())
     }
 }
 
+/// Why the apiserver would refuse a registration, or could not use it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("the webhook URL {0:?} is not HTTPS: the apiserver calls webhooks over https:// only")]
+    NotHttps(String),
+    #[error("the webhook URL {0:?} names no host")]
+    NoHost(String),
+    #[error("the webhook URL {0:?} may not carry a query or a fragment")]
+    QueryOrFragment(String),
+    #[error("the caBundle is not PEM certificates: {0}")]
+    CaBundle(#[from] CaBundleError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why bytes are not a caBundle (PEM certificates).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaBundleError {
+    /// The PEM reader's complaint.
+    #[error("{0}")]
+    Pem(String),
+    #[error("no CERTIFICATE block")]
+    NoCertificate,
+}
+
 /// The apiserver calls webhooks over HTTPS only; a URL must name a host and
 /// carry no query or fragment.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<()> {
     let Some(rest) = url.strip_prefix("https://") else {
-        return Err(format!(
-            "the webhook URL {url:?} is not HTTPS: the apiserver calls webhooks over https:// only"
-        ));
+        return Err(Error::NotHttps(url.into()));
     };
     let host = rest.split('/').next().unwrap_or("");
     if host.is_empty() {
-        return Err(format!("the webhook URL {url:?} names no host"));
+        return Err(Error::NoHost(url.into()));
     }
     if url.contains(['?', '#']) {
-        return Err(format!(
-            "the webhook URL {url:?} may not carry a query or a fragment"
-        ));
+        return Err(Error::QueryOrFragment(url.into()));
     }
     Ok(())
 }
 
 /// PEM text that holds certificates and nothing unreadable.
-pub fn check_ca_bundle(bytes: &[u8]) -> Result<(), String> {
+pub fn check_ca_bundle(bytes: &[u8]) -> Result<(), CaBundleError> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
     let mut n = 0;
     for cert in CertificateDer::pem_slice_iter(bytes) {
-        cert.map_err(|e| e.to_string())?;
+        cert.map_err(|e| CaBundleError::Pem(e.to_string()))?;
         n += 1;
     }
     if n == 0 {
-        return Err("no CERTIFICATE block".into());
+        return Err(CaBundleError::NoCertificate);
     }
     Ok(())
 }
@@ -665,7 +687,7 @@ spec:
     fn registrations_refuse_plain_http_and_non_pem_bundles() {
         let mut r = reg(Target::Url("http://127.0.0.1:8443".into()));
         r.ca_bundle = Vec::new();
-        let e = r.check().unwrap_err();
+        let e = r.check().unwrap_err().to_string();
         assert!(e.contains("is not HTTPS"), "{e}");
         for bad in ["https://", "https:///x", "https://h/?a=b", "127.0.0.1:8443"] {
             assert!(check_url(bad).is_err(), "{bad}");
@@ -673,7 +695,7 @@ spec:
         assert!(check_url("https://127.0.0.1:8443/base").is_ok());
         let mut r = reg(Target::Url("https://127.0.0.1:8443".into()));
         r.ca_bundle = b"not a certificate".to_vec();
-        let e = r.check().unwrap_err();
+        let e = r.check().unwrap_err().to_string();
         assert!(e.contains("not PEM certificates"), "{e}");
         r.ca_bundle = crate::tls::DevCa::generate()
             .unwrap()

@@ -14,11 +14,32 @@ use std::time::Duration;
 use notify::RecommendedWatcher;
 use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
 
-use crate::registration::SharedCaBundle;
-use crate::server::StartError;
+use crate::registration::{SharedCaBundle, check_ca_bundle};
 use crate::state::State;
 
 const POLL: Duration = Duration::from_secs(10);
+
+/// Why a watch could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("failed to watch {path}: {source}")]
+    Watch {
+        path: String,
+        #[source]
+        source: notify::Error,
+    },
+    #[error("failed to watch {path}: {source}")]
+    Thread {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to read the caBundle {path}: {message}")]
+    CaBundle { path: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Keeps the watches alive; dropping it stops them.
 pub struct Watchers {
@@ -40,18 +61,18 @@ fn watch_dirs(
     dirs: Vec<PathBuf>,
     debounce: Duration,
     on_change: impl Fn() + Send + 'static,
-) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>, StartError> {
+) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>> {
     let (tx, rx) = channel();
-    let mut debouncer = new_debouncer(debounce, None, tx).map_err(|e| StartError::Watch {
+    let mut debouncer = new_debouncer(debounce, None, tx).map_err(|source| Error::Watch {
         path: format!("{dirs:?}"),
-        message: e.to_string(),
+        source,
     })?;
     for dir in &dirs {
         debouncer
             .watch(dir, notify::RecursiveMode::NonRecursive)
-            .map_err(|e| StartError::Watch {
+            .map_err(|source| Error::Watch {
                 path: dir.display().to_string(),
-                message: e.to_string(),
+                source,
             })?;
     }
     std::thread::Builder::new()
@@ -68,15 +89,15 @@ fn watch_dirs(
                 }
             }
         })
-        .map_err(|e| StartError::Watch {
+        .map_err(|source| Error::Thread {
             path: format!("{dirs:?}"),
-            message: e.to_string(),
+            source,
         })?;
     Ok(debouncer)
 }
 
 /// Start watching the Katalog and the certificate pair of `state`.
-pub fn watch(state: Arc<State>) -> Result<Watchers, StartError> {
+pub fn watch(state: Arc<State>) -> Result<Watchers> {
     let debounce = state.config.reload_debounce;
     let katalog = {
         let state = state.clone();
@@ -97,22 +118,17 @@ pub fn watch(state: Arc<State>) -> Result<Watchers, StartError> {
     })
 }
 
-use crate::registration::check_ca_bundle as ca_bundle_of;
-
 /// The caBundle in `path` (`--ca-bundle`, e.g. the `ca.crt` of a mounted
 /// cert-manager Secret), read again whenever the file changes, so the
 /// housekeeper registers a rotated CA. A file that is not PEM certificates
 /// is an error at start and, later, keeps the previous bundle.
-pub fn watch_ca_bundle(
-    path: &Path,
-    debounce: Duration,
-) -> Result<(SharedCaBundle, Watchers), StartError> {
-    let read = |path: &Path| -> Result<Vec<u8>, String> {
+pub fn watch_ca_bundle(path: &Path, debounce: Duration) -> Result<(SharedCaBundle, Watchers)> {
+    let read = |path: &Path| -> std::result::Result<Vec<u8>, String> {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-        ca_bundle_of(&bytes)?;
+        check_ca_bundle(&bytes).map_err(|e| e.to_string())?;
         Ok(bytes)
     };
-    let first = read(path).map_err(|message| StartError::CaBundle {
+    let first = read(path).map_err(|message| Error::CaBundle {
         path: path.display().to_string(),
         message,
     })?;

@@ -1041,7 +1041,7 @@ impl Prepared {
             let files = files.clone();
             move |m: &Material| -> std::result::Result<(), String> {
                 files.write(m).map_err(|e| e.to_string())?;
-                state.reload_cert()?;
+                state.reload_cert().map_err(|e| e.to_string())?;
                 ca_bundle.store(Arc::new(m.ca_bundle.as_bytes().to_vec()));
                 Ok(())
             }

@@ -1,5 +1,6 @@
 //! Shared server state: the compiled Katalog (swapped atomically on
-//! reload), the certificate, metrics and stats.
+//! reload), the certificate, metrics and stats. Reloading reads the files
+//! named in the [`Config`]; watching them is [`crate::reload`]'s.
 
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -8,9 +9,24 @@ use arc_swap::ArcSwapOption;
 use katalog_lang::Ir;
 use serde_json::{Value, json};
 
+use crate::config::Config;
 use crate::metrics::{HashLabels, Metrics, Stats};
-use crate::server::Config;
-use crate::tls::ReloadingCert;
+use crate::tls::{ReloadingCert, TlsError};
+
+/// Why a reload kept what was served before.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Katalog failed to load or compile: its rendered diagnostics
+    /// (`failed to read ...`, or each mistake with its location).
+    #[error("{0}")]
+    Katalog(String),
+    /// The certificate pair failed to load.
+    #[error(transparent)]
+    Certificate(#[from] TlsError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A compiled Katalog and where it came from.
 pub struct Loaded {
@@ -101,7 +117,7 @@ impl State {
 
     /// Load and compile the whole Katalog again and swap it in if it changed.
     /// On failure the previous Katalog keeps serving. Returns whether it changed.
-    pub fn reload(&self) -> Result<bool, String> {
+    pub fn reload(&self) -> Result<bool> {
         let path = &self.config.katalog;
         let result = crate::files::read_katalog(path)
             .map_err(|d| {
@@ -168,18 +184,18 @@ impl State {
                 self.set_error(None);
                 Ok(true)
             }
-            Err(Unchanged) => Err(self.last_error().unwrap_or_default()),
+            Err(Unchanged) => Err(Error::Katalog(self.last_error().unwrap_or_default())),
             Err(Failed(e)) => {
                 self.metrics.reload_failures.inc();
                 tracing::error!(error = %e, path = %path.display(), "katalog reload failed; the previous Katalog keeps serving");
                 self.set_error(Some(e.clone()));
-                Err(e)
+                Err(Error::Katalog(e))
             }
         }
     }
 
     /// Load the certificate files again; a broken pair keeps the old one.
-    pub fn reload_cert(&self) -> Result<bool, String> {
+    pub fn reload_cert(&self) -> Result<bool> {
         match crate::tls::load_pair(&self.config.tls_cert, &self.config.tls_key) {
             Ok(key) => {
                 let current = self.cert.current();
@@ -195,7 +211,7 @@ impl State {
             Err(e) => {
                 self.metrics.cert_reload_failures.inc();
                 tracing::error!(error = %e, "certificate reload failed; the previous certificate keeps serving");
-                Err(e.to_string())
+                Err(e.into())
             }
         }
     }
@@ -259,22 +275,22 @@ mod tests {
         let file = dir.join("k.yaml");
         std::fs::write(&file, b"\xff\xfe not UTF-8").unwrap();
         let state = state(file.clone());
-        let first = state.reload().unwrap_err();
+        let first = state.reload().unwrap_err().to_string();
         assert!(first.contains("failed to read"), "{first}");
         for _ in 0..3 {
-            assert_eq!(state.reload().unwrap_err(), first);
+            assert_eq!(state.reload().unwrap_err().to_string(), first);
         }
         assert_eq!(state.metrics.reload_failures.get(), 1);
         // Another reason is reported again; a good Katalog clears it.
         std::fs::remove_file(&file).unwrap();
-        assert_ne!(state.reload().unwrap_err(), first);
+        assert_ne!(state.reload().unwrap_err().to_string(), first);
         assert_eq!(state.metrics.reload_failures.get(), 2);
         std::fs::write(
             &file,
             "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec: {}\n",
         )
         .unwrap();
-        assert_eq!(state.reload(), Ok(true));
+        assert!(matches!(state.reload(), Ok(true)));
         assert_eq!(state.last_error(), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
