@@ -52,12 +52,16 @@ impl Cell {
     /// The matrix cell, and whether it is a bypass.
     fn outcome(&self) -> (String, bool) {
         let text = |b: &[u8]| {
-            String::from_utf8_lossy(b)
+            let line = String::from_utf8_lossy(b)
                 .trim()
                 .lines()
                 .next()
                 .unwrap_or("")
-                .to_string()
+                .to_string();
+            match line.char_indices().nth(160) {
+                Some((i, _)) => format!("{}...", &line[..i]),
+                None => line,
+            }
         };
         let (outcome, bypass) = if self.denied() {
             ("denied".to_string(), false)
@@ -355,14 +359,84 @@ fn every_way_round_the_protections_is_denied() {
         ns,
         create(&env, &kube_system),
     );
+    // --- deletion protection of the CRDs and of the engine's own objects:
+    // a collection DELETE reviews each object with an empty `name` ---
+    ok(env.kubectl(["label", "crd", "buckets.storage.example.com", "victim=true"]));
+    cell(
+        "deletion (CRDs)",
+        "kubectl delete crd -l (one DELETE each)",
+        del,
+        env.kubectl(["delete", "crd", "-l", "victim=true"]),
+    );
+    cell(
+        "deletion (CRDs)",
+        "DELETE on the CRD collection (deletecollection)",
+        del,
+        env.kubectl([
+            "delete",
+            "--raw",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?labelSelector=victim%3Dtrue",
+        ]),
+    );
+    let engine = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "katalog", "namespace": "katalog-system"},
+         "spec": {"selector": {"matchLabels": {"app": "katalog"}},
+                  "template": {"metadata": {"labels": {"app": "katalog"}},
+                               "spec": {"containers": [{"name": "katalog", "image": "katalog"}]}}}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "katalog-tls", "namespace": "katalog-system"},
+         "stringData": {"tls.crt": "x"}},
+    ]});
+    ok(create(&env, &engine));
+    cell(
+        "deletion (engine)",
+        "kubectl delete deployment katalog",
+        del,
+        env.kubectl(["delete", "deployment", "katalog", "-n", "katalog-system"]),
+    );
+    cell(
+        "deletion (engine)",
+        "DELETE on the Deployment collection (deletecollection)",
+        del,
+        env.kubectl([
+            "delete",
+            "--raw",
+            "/apis/apps/v1/namespaces/katalog-system/deployments",
+        ]),
+    );
+    cell(
+        "deletion (engine)",
+        "DELETE on the Secret collection (deletecollection)",
+        del,
+        env.kubectl([
+            "delete",
+            "--raw",
+            "/api/v1/namespaces/katalog-system/secrets?fieldSelector=metadata.name%3Dkatalog-tls",
+        ]),
+    );
 
-    // The object is still there, still protected.
+    report("protections on the main resource", &cells);
+    // The objects are still there, still protected.
+    for (kind, name, ns) in [
+        ("crd", "buckets.storage.example.com", ""),
+        ("deployment", "katalog", "katalog-system"),
+        ("secret", "katalog-tls", "katalog-system"),
+    ] {
+        let mut args = vec!["get", kind, name];
+        if !ns.is_empty() {
+            args.extend(["-n", ns]);
+        }
+        assert!(
+            env.kubectl(&args).status.success(),
+            "{kind} {name} was deleted"
+        );
+    }
     assert_eq!(label_of(&env, "orders").as_deref(), Some("true"));
     assert!(
         fails(env.kubectl(["get", DB, "elsewhere", "-n", "default"])).contains("NotFound"),
         "a Database was created outside its namespaces"
     );
-    report("protections on the main resource", &cells);
 }
 
 /// Immutable fields of a Database, beside `katalogs/protections.yaml`: the
@@ -497,7 +571,12 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
             damage: database_damage(&env),
         })
     };
-    let stored = get_json(&env, &["get", DB, "orders", "-n", "data-prod"]);
+    // Unconditional writes: no resourceVersion to conflict on.
+    let mut stored = get_json(&env, &["get", DB, "orders", "-n", "data-prod"]);
+    stored["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("resourceVersion");
 
     // --- the main resource, for comparison: the immutable rules hold ---
     cell(
@@ -571,6 +650,9 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
             applied.to_string(),
         ),
     );
+    // A raw PUT must name the current resourceVersion.
+    let mut current = get_json(&env, &["get", DB, "orders", "-n", "data-prod"]);
+    current["status"]["clusterID"] = json!("c-5");
     cell(
         "immutable status.clusterID",
         "PUT --raw on /status",
@@ -580,7 +662,7 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
             "--raw",
             &format!("{base}/status"),
             "-f",
-            &path_of("moved.json", &moved),
+            &path_of("current.json", &current),
         ]),
     );
     cell(
@@ -680,6 +762,10 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
     );
     assert_eq!(scale["kind"], "Scale", "{scale}");
     scale["spec"]["replicas"] = json!(8);
+    scale["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("resourceVersion");
     cell(
         "immutable spec.replicas",
         "PUT --raw of a Scale on /scale",
@@ -848,96 +934,102 @@ fn immutable_fields_hold_every_way_round_at_every_served_version() {
         } else {
             json!({"spec": {"image": other}})
         };
-        let stored = get_json(&env, &["get", &kind, &name, "-n", "jobs"]);
+        // Unconditional writes: no resourceVersion to conflict on.
+        let mut stored = get_json(&env, &["get", &kind, &name, "-n", "jobs"]);
+        stored["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("resourceVersion");
         let mut replaced = stored.clone();
         *replaced.pointer_mut(image_at).expect("the image") = json!(other);
         let mut restarted = stored.clone();
         restarted["status"]["startedBy"] = json!("scheduler-b");
-        let attempts: Vec<(&str, String, Output)> = vec![
-            (
-                "image-fixed",
-                "JSON patch replace".into(),
-                run(
-                    "patch",
-                    &[
-                        "--type=json",
-                        "-p",
-                        &json!([{"op": "replace", "path": image_at, "value": other}])
-                            .to_string(),
-                    ],
-                ),
-            ),
-            (
-                "image-fixed",
-                "JSON patch remove".into(),
-                run(
-                    "patch",
-                    &[
-                        "--type=json",
-                        "-p",
-                        // v2's schema requires the image inside `container`:
-                        // remove the whole wrapper.
-                        &json!([{"op": "remove", "path": if version == "v2" { "/spec/container" } else { image_at }}])
-                            .to_string(),
-                    ],
-                ),
-            ),
-            (
-                "image-fixed",
-                "merge patch".into(),
-                run("patch", &["--type=merge", "-p", &spec_merge.to_string()]),
-            ),
-            (
-                "image-fixed",
-                "kubectl replace".into(),
-                env.kubectl_stdin(["replace", "-f", "-"], replaced.to_string()),
-            ),
-            (
-                "image-fixed",
-                "server-side apply --force-conflicts".into(),
-                env.kubectl_stdin(
-                    [
-                        "apply",
-                        "--server-side",
-                        "--force-conflicts",
-                        "--field-manager=intruder",
-                        "-f",
-                        "-",
-                    ],
-                    crontab(version, &name, other).to_string(),
-                ),
-            ),
-            (
-                "started-by-fixed",
-                "merge patch --subresource=status".into(),
-                run(
-                    "patch",
-                    &[
-                        "--subresource=status",
-                        "--type=merge",
-                        "-p",
-                        r#"{"status":{"startedBy":"scheduler-b"}}"#,
-                    ],
-                ),
-            ),
-            (
-                "started-by-fixed",
-                "kubectl replace --subresource=status".into(),
-                env.kubectl_stdin(
-                    ["replace", "--subresource=status", "-f", "-"],
-                    restarted.to_string(),
-                ),
-            ),
-        ];
-        for (rule, attempt, out) in attempts {
+        // Each attempt, with the state right after it.
+        let mut attempt = |rule: &'static str, attempt: &str, out: Output| {
             cells.push(Cell {
                 protection: format!("immutable ({rule}) at {version}"),
-                attempt,
+                attempt: attempt.into(),
                 out,
                 webhook: Some(rule),
                 damage: damage(),
-            });
-        }
+            })
+        };
+        attempt(
+            "image-fixed",
+            "JSON patch replace",
+            run(
+                "patch",
+                &[
+                    "--type=json",
+                    "-p",
+                    &json!([{"op": "replace", "path": image_at, "value": other}]).to_string(),
+                ],
+            ),
+        );
+        // v2's schema requires the image inside `container`: remove the wrapper.
+        let removed = if version == "v2" {
+            "/spec/container"
+        } else {
+            image_at
+        };
+        attempt(
+            "image-fixed",
+            "JSON patch remove",
+            run(
+                "patch",
+                &[
+                    "--type=json",
+                    "-p",
+                    &json!([{"op": "remove", "path": removed}]).to_string(),
+                ],
+            ),
+        );
+        attempt(
+            "image-fixed",
+            "merge patch",
+            run("patch", &["--type=merge", "-p", &spec_merge.to_string()]),
+        );
+        attempt(
+            "image-fixed",
+            "kubectl replace",
+            env.kubectl_stdin(["replace", "-f", "-"], replaced.to_string()),
+        );
+        attempt(
+            "image-fixed",
+            "server-side apply --force-conflicts",
+            env.kubectl_stdin(
+                [
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "--field-manager=intruder",
+                    "-f",
+                    "-",
+                ],
+                crontab(version, &name, other).to_string(),
+            ),
+        );
+        attempt(
+            "started-by-fixed",
+            "merge patch --subresource=status",
+            run(
+                "patch",
+                &[
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    r#"{"status":{"startedBy":"scheduler-b"}}"#,
+                ],
+            ),
+        );
+        attempt(
+            "started-by-fixed",
+            "kubectl replace --subresource=status",
+            env.kubectl_stdin(
+                ["replace", "--subresource=status", "-f", "-"],
+                restarted.to_string(),
+            ),
+        );
         // What the rules allow still goes through at this version.
         let schedule = if version == "v1beta1" {
             "cronSpec"
@@ -1019,9 +1111,12 @@ fn deleting_the_namespace_of_a_protected_object_stops_at_the_object() {
         },
     );
     ok(create(&env, &database("data-prod", "orders")));
-    let mut scratch = database("data-prod", "scratch");
-    scratch["metadata"]["labels"] = json!({"app": "scratch"});
-    ok(create(&env, &scratch));
+    // Two unprotected Databases, listed before and after the protected one.
+    for name in ["analytics", "scratch"] {
+        let mut db = database("data-prod", name);
+        db["metadata"]["labels"] = json!({"app": name});
+        ok(create(&env, &db));
+    }
     ok(env.kubectl([
         "create",
         "configmap",
@@ -1055,21 +1150,35 @@ fn deleting_the_namespace_of_a_protected_object_stops_at_the_object() {
     for (kind, message) in conditions(&ns) {
         eprintln!("[{t}] condition {kind}: {message}");
     }
-    // What is not protected went; the protected Database stays, protected.
+    // The other resources are emptied. The Databases are deleted as one
+    // collection, in name order (the apiserver's default
+    // --delete-collection-workers=1), which stops at the first denial: the
+    // one before the protected Database goes, the one after it stays.
+    let left = |what: &[&str]| -> bool {
+        let mut args = vec!["get"];
+        args.extend(what);
+        args.extend(["-n", "data-prod"]);
+        env.kubectl(&args).status.success()
+    };
     eventually(
-        "the unprotected objects are deleted",
+        "the unprotected objects before the protected one are deleted",
         Duration::from_secs(30),
         || {
-            let left = [
-                env.kubectl(["get", DB, "scratch", "-n", "data-prod"]),
-                env.kubectl(["get", "configmap", "settings", "-n", "data-prod"]),
-            ];
-            left.iter()
-                .all(|o| !o.status.success())
+            let still: Vec<&str> = [
+                ("databases/analytics", left(&[DB, "analytics"])),
+                ("configmaps/settings", left(&["configmap", "settings"])),
+            ]
+            .into_iter()
+            .filter(|(_, there)| *there)
+            .map(|(name, _)| name)
+            .collect();
+            still
+                .is_empty()
                 .then_some(())
-                .ok_or_else(|| "scratch or settings still there".to_string())
+                .ok_or_else(|| format!("still there: {}", still.join(", ")))
         },
     );
+    assert!(left(&[DB, "scratch"]), "scratch was deleted");
     assert_eq!(label_of(&env, "orders").as_deref(), Some("true"));
     let waited = Instant::now();
     std::thread::sleep(Duration::from_secs(3));
