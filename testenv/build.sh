@@ -4,11 +4,15 @@
 #   etcd                     (from testenv/etcd/go.mod: go.etcd.io/etcd/server/v3)
 # into ${KATALOG_TESTENV_CACHE:-$HOME/.cache/katalog/testenv}/<k8s>-<etcd>/bin/.
 #
-# The build is skipped when all three binaries are already there.
+#   kube-controller-manager  (only with --controller-manager: tests that need the
+#                            namespace controller ask for it)
+#
+# The build is skipped when the binaries asked for are already there.
 # Logs go to stderr; stdout gets exactly one line: the bin directory.
 #
-#   testenv/build.sh                  build if needed, print the bin dir
-#   testenv/build.sh --print-bin-dir  print the bin dir without building
+#   testenv/build.sh                       build if needed, print the bin dir
+#   testenv/build.sh --controller-manager  also kube-controller-manager
+#   testenv/build.sh --print-bin-dir       print the bin dir without building
 #
 # Environment:
 #   KATALOG_TESTENV_CACHE   cache root (default $HOME/.cache/katalog/testenv)
@@ -38,8 +42,10 @@ binaries=(kube-apiserver kubectl etcd)
 if [[ ${1:-} == --print-bin-dir ]]; then
     echo "$bin"
     exit 0
+elif [[ ${1:-} == --controller-manager && $# -eq 1 ]]; then
+    binaries+=(kube-controller-manager)
 elif [[ $# -gt 0 ]]; then
-    echo "usage: $0 [--print-bin-dir]" >&2
+    echo "usage: $0 [--print-bin-dir | --controller-manager]" >&2
     exit 2
 fi
 
@@ -47,6 +53,8 @@ have_all() {
     local b
     for b in "${binaries[@]}"; do [[ -x $bin/$b ]] || return 1; done
 }
+
+missing() { [[ ! -x $bin/$1 ]]; }
 
 if have_all; then
     echo "reusing $bin (kubernetes $k8s_version, etcd $etcd_version)" >&2
@@ -93,23 +101,38 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     xflags+=" -X $pkg.gitTreeState=clean"
 done
 
-start=$SECONDS
-(
-    cd "$here/kube"
-    go build -p "$jobs" -trimpath -ldflags="-s -w$xflags" -o "$tmp/" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
-)
-echo "built kube-apiserver and kubectl in $((SECONDS - start))s" >&2
-start=$SECONDS
-(
-    cd "$here/etcd"
-    go build -p "$jobs" -trimpath -ldflags="-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-)
-echo "built etcd in $((SECONDS - start))s" >&2
+if missing kube-apiserver || missing kubectl; then
+    start=$SECONDS
+    (
+        cd "$here/kube"
+        go build -p "$jobs" -trimpath -ldflags="-s -w$xflags" -o "$tmp/" \
+            k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+    )
+    echo "built kube-apiserver and kubectl in $((SECONDS - start))s" >&2
+fi
+if missing etcd; then
+    start=$SECONDS
+    (
+        cd "$here/etcd"
+        go build -p "$jobs" -trimpath -ldflags="-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+    )
+    echo "built etcd in $((SECONDS - start))s" >&2
+fi
+if [[ " ${binaries[*]} " == *" kube-controller-manager "* ]] && missing kube-controller-manager; then
+    start=$SECONDS
+    (
+        cd "$here/kube"
+        go build -p "$jobs" -trimpath -ldflags="-s -w$xflags" -o "$tmp/" \
+            k8s.io/kubernetes/cmd/kube-controller-manager
+    )
+    echo "built kube-controller-manager in $((SECONDS - start))s" >&2
+fi
 
 mkdir -p "$bin"
 for b in "${binaries[@]}"; do
-    mv -f "$tmp/$b" "$bin/$b"
+    if [[ -e $tmp/$b ]]; then
+        mv -f "$tmp/$b" "$bin/$b"
+    fi
 done
 echo "built $bin" >&2
 echo "$bin"

@@ -139,11 +139,21 @@ pub struct Options {
     /// cluster operator would: `--admission-control-config-file` with a
     /// kubeconfig for webhooks.
     pub webhook_client_cert: bool,
+    /// Also run kube-controller-manager with the namespace controller only,
+    /// so a deleted namespace is emptied and removed as in a cluster. Its
+    /// binary is built (once, then cached) by `testenv/build.sh
+    /// --controller-manager` the first time a test asks for it.
+    pub controller_manager: bool,
 }
 
 impl Options {
     pub fn webhook_client_cert(mut self) -> Self {
         self.webhook_client_cert = true;
+        self
+    }
+
+    pub fn controller_manager(mut self) -> Self {
+        self.controller_manager = true;
         self
     }
 }
@@ -159,6 +169,7 @@ pub struct TestEnv {
     etcd_port: u16,
     etcd: Option<Child>,
     apiserver: Option<Child>,
+    controller_manager: Option<Child>,
     ca_pem: String,
     admin_cert_pem: String,
     admin_key_pem: String,
@@ -185,6 +196,9 @@ impl TestEnv {
     /// [`TestEnv::start`] with [`Options`].
     pub fn start_with(options: Options) -> Result<TestEnv, Error> {
         let bin_dir = binaries()?;
+        if options.controller_manager {
+            build(&["--controller-manager"], &["kube-controller-manager"])?;
+        }
         remove_stale_dirs();
         let timeout = start_timeout();
         let mut attempt = 1;
@@ -217,6 +231,7 @@ impl TestEnv {
             etcd_port,
             etcd: None,
             apiserver: None,
+            controller_manager: None,
             ca_pem: String::new(),
             admin_cert_pem: String::new(),
             admin_key_pem: String::new(),
@@ -253,6 +268,10 @@ impl TestEnv {
         }
         env.apiserver = Some(env.spawn("kube-apiserver", &apiserver_args)?);
         env.wait_ready(timeout)?;
+        if options.controller_manager {
+            env.controller_manager =
+                Some(env.spawn("kube-controller-manager", &["run-controller-manager", &dir])?);
+        }
         Ok(env)
     }
 
@@ -362,7 +381,8 @@ impl TestEnv {
     }
 
     /// This environment's directory: certificates, kubeconfig, etcd data and
-    /// the logs `etcd.log` and `kube-apiserver.log`.
+    /// the logs `etcd.log`, `kube-apiserver.log` (and
+    /// `kube-controller-manager.log` when it runs).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -436,11 +456,23 @@ impl TestEnv {
         out
     }
 
-    /// Stops kube-apiserver, then etcd, and waits for both. Drop does this too.
+    /// Whether kube-controller-manager was started and is still running.
+    pub fn controller_manager_running(&mut self) -> bool {
+        self.controller_manager
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Stops kube-controller-manager, kube-apiserver, then etcd, and waits
+    /// for them. Drop does this too.
     pub fn stop(&mut self) {
-        for child in [self.apiserver.take(), self.etcd.take()]
-            .into_iter()
-            .flatten()
+        for child in [
+            self.controller_manager.take(),
+            self.apiserver.take(),
+            self.etcd.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let mut child = child;
             let _ = child.kill();
@@ -484,15 +516,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Runs `testenv/build.sh` once per process (it reuses cached binaries) and
-/// returns the bin directory. Its stderr is streamed to ours as it goes.
+/// returns the bin directory.
 fn binaries() -> Result<PathBuf, Error> {
     static BIN_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut cached = lock(&BIN_DIR);
     if let Some(dir) = cached.as_ref() {
         return Ok(dir.clone());
     }
+    let dir = build(&[], &["etcd", "kube-apiserver", "kubectl"])?;
+    *cached = Some(dir.clone());
+    Ok(dir)
+}
+
+/// Runs `testenv/build.sh ARGS`, checks that it left `expected` in the bin
+/// directory it printed, and returns that directory. Its stderr is
+/// streamed to ours as it goes.
+fn build(args: &[&str], expected: &[&str]) -> Result<PathBuf, Error> {
     let build = repo_root().join("testenv/build.sh");
     let mut child = Command::new(&build)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -526,7 +568,7 @@ fn binaries() -> Result<PathBuf, Error> {
         });
     }
     let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    for name in ["etcd", "kube-apiserver", "kubectl"] {
+    for name in expected {
         if !dir.join(name).is_file() {
             return Err(Error::Build {
                 status,
@@ -538,7 +580,6 @@ fn binaries() -> Result<PathBuf, Error> {
             });
         }
     }
-    *cached = Some(dir.clone());
     Ok(dir)
 }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::versions::{self, Target};
 use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
-    ProtectedResource, SelectorIr, ValidationIr, autogen,
+    ProtectedResource, SelectorIr, ValidationIr, autogen, webhooks,
 };
 use crate::cel::CelProgram;
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
@@ -182,18 +182,33 @@ pub fn evaluate_only(
             if !picked(i) {
                 continue;
             }
+            // A main-resource rule sees a subresource request only for the
+            // immutable test it was registered there for.
+            let implied = !input.subresource.is_empty()
+                && webhooks::implied_subresources(v).contains(&input.subresource.as_str());
+            let how = Rule { v, implied };
             match versions::target(ir, &v.matcher, input) {
                 Target::NotMatched => {}
                 Target::AsIs => {
-                    validate(v, input, &vars, &mut verdict, false);
+                    validate(how, input, &vars, &mut verdict, false);
                     if let Some((pv, pod_vars)) = &pod
                         && autogen::applies(&v.matcher, input)
                     {
-                        validate(v, &pv.input, pod_vars, &mut verdict, true);
+                        validate(how, &pv.input, pod_vars, &mut verdict, true);
                     }
                 }
+                // Not the resource itself (`/scale` sends an autoscaling/v1
+                // Scale): nothing to convert, the rule sees it as sent.
+                Target::Convert(version) if !of_declared_kind(ir, input) => {
+                    let view = AdmissionInput {
+                        version: version.to_string(),
+                        ..input.clone()
+                    };
+                    let view_vars = Vars::new(adm, &view);
+                    validate(how, &view, &view_vars, &mut verdict, false);
+                }
                 Target::Convert(version) => match views.at(ir, input, version) {
-                    Ok((view, view_vars)) => validate(v, view, view_vars, &mut verdict, false),
+                    Ok((view, view_vars)) => validate(how, view, view_vars, &mut verdict, false),
                     Err(e) if v.matcher.operations.contains(&input.operation) => {
                         // Fail closed: the object cannot be seen as the rule is written.
                         let finding = Finding {
@@ -799,13 +814,48 @@ fn value_violations(
 
 /// `pod_view`: `input` is the pod view of a controller (autogen), already
 /// matched on operation and resource.
+/// A validation, and whether it runs only its `immutable` test on a
+/// subresource request (see [`webhooks::implied_subresources`]).
+#[derive(Clone, Copy)]
+struct Rule<'a> {
+    v: &'a ValidationIr,
+    implied: bool,
+}
+
+/// Whether the request's object is the declared resource's own kind (a
+/// subresource such as `scale` sends another).
+fn of_declared_kind(ir: &Ir, input: &AdmissionInput) -> bool {
+    input.subresource.is_empty()
+        || input.kind.is_empty()
+        || ir
+            .resources
+            .iter()
+            .any(|r| r.group == input.group && r.plural == input.resource && r.kind == input.kind)
+}
+
 fn validate(
-    v: &ValidationIr,
+    Rule { v, implied }: Rule<'_>,
     input: &AdmissionInput,
     vars: &Vars,
     verdict: &mut Verdict,
     pod_view: bool,
 ) {
+    let main_resource;
+    let immutable_only;
+    let (input, check) = if implied {
+        main_resource = AdmissionInput {
+            subresource: String::new(),
+            ..input.clone()
+        };
+        immutable_only = CheckIr {
+            immutable: true,
+            quantifier: v.check.quantifier,
+            ..CheckIr::default()
+        };
+        (&main_resource, &immutable_only)
+    } else {
+        (input, &v.check)
+    };
     let outcome = (|| -> Result<Option<String>, String> {
         let matched = if pod_view {
             matches_scope(&v.matcher, input, Some(vars))?
@@ -818,13 +868,13 @@ fn validate(
         verdict.matched.push(v.name.clone());
         let locals = vars.with_locals(&v.variables)?;
         let Some(each) = &v.for_each else {
-            let violations = run_check(&v.check, &v.paths, input, vars, locals.as_ref())?;
+            let violations = run_check(check, &v.paths, input, vars, locals.as_ref())?;
             return Ok((!violations.is_empty())
                 .then(|| violation_message(v, vars, violations, locals.as_ref())));
         };
         let mut parts = Vec::new();
         for (scope, label) in for_each_scopes(each, input, vars)? {
-            let violations = run_check(&v.check, &v.paths, input, &scope, locals.as_ref())?;
+            let violations = run_check(check, &v.paths, input, &scope, locals.as_ref())?;
             if !violations.is_empty() {
                 let message = violation_message(v, &scope, violations, locals.as_ref());
                 parts.push(format!("{label}: {message}"));

@@ -202,6 +202,19 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
             .collect(),
         Some(_) => return Err("userInfo.groups is not a list".into()),
     };
+    // A DELETE of a collection (deletecollection, the namespace controller
+    // emptying a namespace) is reviewed once per object with an empty
+    // `name`: the object's own name is the one the rules must see.
+    let mut name = string_at(request, "/name");
+    if name.is_empty()
+        && operation == Operation::Delete
+        && let Some(n) = old_object
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/name"))
+            .and_then(Value::as_str)
+    {
+        name = n.to_string();
+    }
     // CEL's `request` is the request without the objects (they have their own variables).
     let mut cel_request = request.clone();
     if let Value::Object(m) = &mut cel_request {
@@ -215,7 +228,7 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
         resource: string_at(request, "/resource/resource"),
         subresource: string_at(request, "/subResource"),
         kind: string_at(request, "/kind/kind"),
-        name: string_at(request, "/name"),
+        name,
         namespace: string_at(request, "/namespace"),
         object,
         old_object,
@@ -332,6 +345,41 @@ spec:
             "11111111-aaaa-bbbb-cccc-222222222222"
         );
         assert_eq!(out["response"]["allowed"], true);
+    }
+
+    #[test]
+    fn a_delete_in_a_collection_is_judged_by_the_name_of_its_object() {
+        // What the apiserver sends for each object of a deletecollection
+        // (and of the namespace controller emptying a namespace): no `name`.
+        let ir = crate::compile_sources(&[Source::new(
+            "protections.yaml",
+            include_str!("../../../../katalogs/protections.yaml"),
+        )])
+        .expect("compiles");
+        let review = |group: &str, resource: &str, ns: &str, name: &str| {
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": "u", "operation": "DELETE", "name": "", "namespace": ns,
+                "kind": {"group": group, "version": "v1", "kind": "K"},
+                "resource": {"group": group, "version": "v1", "resource": resource},
+                "userInfo": {"username": "admin"},
+                "oldObject": {"metadata": {"name": name, "namespace": ns}},
+            }})
+        };
+        for (group, resource, ns, name) in [
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+                "databases.data.example.com",
+            ),
+            ("apps", "deployments", "katalog-system", "katalog"),
+            ("", "secrets", "katalog-system", "katalog-tls"),
+        ] {
+            let request = review(group, resource, ns, name);
+            assert_eq!(input_from_request(&request["request"]).unwrap().name, name);
+            let out = review_admission(&ir, &request, Endpoint::DeletionProtection).unwrap();
+            assert_eq!(out["response"]["allowed"], false, "{name}: {out}");
+        }
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //! Rules on Katalog-declared resources are registered at every version:
 //! the engine converts those requests itself (see `versions`).
 //!
+//! A rule on the main resource with an `immutable` test is also registered
+//! for the subresources that can write what it keeps fixed (see
+//! [`implied_subresources`]), so `/status` and `/scale` cannot change it.
+//!
 //! Each group has a stable id derived from what it registers; the webhook
 //! for a group calls `/validate/<id>` or `/mutate/<id>`, and the engine
 //! evaluates only that group's rules there. Pure: the runtime builds the
@@ -24,8 +28,10 @@
 use std::collections::BTreeSet;
 
 use super::eval::Endpoint;
-use super::{MatchIr, ResourcePattern, SelectorIr};
+use super::{MatchIr, ResourcePattern, SelectorIr, ValidationIr};
+use crate::document::Operation;
 use crate::ir::Ir;
+use crate::path::Path;
 
 /// One rule of a webhook: the apiserver's `RuleWithOperations`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,9 +82,49 @@ fn on_declared(ir: &Ir, r: &ResourcePattern) -> bool {
     })
 }
 
-/// What one rule registers: its resources, and the pod controllers a Pod
-/// rule also applies to (autogen; their templates change on UPDATE too).
-fn registered(ir: &Ir, m: &MatchIr) -> Vec<WebhookRule> {
+/// The subresources through which the apiserver changes what an
+/// `immutable` test of a main-resource rule keeps fixed: `status` writes
+/// `status` (its strategy keeps everything else of the stored object),
+/// `scale` writes the replicas, `spec.replicas` for every built-in and for a
+/// CRD whose `specReplicasPath` is `.spec.replicas`. The apiserver calls a
+/// webhook for a subresource only if a rule lists it, so such a rule is also
+/// registered for these on UPDATE, and there only its `immutable` test runs
+/// (on the `/scale` review's autoscaling/v1 Scale, whose `spec.replicas`
+/// is the replicas). Empty for rules that name their subresources.
+pub fn implied_subresources(v: &ValidationIr) -> Vec<&'static str> {
+    let m = &v.matcher;
+    if !v.check.immutable
+        || !m.subresources.is_empty()
+        || !m.operations.contains(&Operation::Update)
+    {
+        return Vec::new();
+    }
+    // The absolute paths the test compares (the whole object when none).
+    let checked: Vec<Path> = match &v.for_each {
+        Some(each) if v.paths.is_empty() => each.lists.clone(),
+        Some(each) => each
+            .lists
+            .iter()
+            .flat_map(|l| v.paths.iter().map(move |p| l.join(p)))
+            .collect(),
+        None if v.paths.is_empty() => vec![Path::root()],
+        None => v.paths.clone(),
+    };
+    let written = [
+        ("status", Path::root().child("status")),
+        ("scale", Path::root().child("spec").child("replicas")),
+    ];
+    written
+        .into_iter()
+        .filter(|(_, w)| checked.iter().any(|p| p.overlaps(w)))
+        .map(|(s, _)| s)
+        .collect()
+}
+
+/// What one rule registers: its resources (and the subresources `implied`
+/// for UPDATE), and the pod controllers a Pod rule also applies to
+/// (autogen; their templates change on UPDATE too).
+fn registered(ir: &Ir, m: &MatchIr, implied: &[&str]) -> Vec<WebhookRule> {
     let names = |ops: &BTreeSet<crate::document::Operation>| -> Vec<String> {
         ops.iter().map(|o| o.as_str().to_string()).collect()
     };
@@ -120,6 +166,14 @@ fn registered(ir: &Ir, m: &MatchIr) -> Vec<WebhookRule> {
                 version: version.clone(),
                 resource,
                 operations: ops.clone(),
+            });
+        }
+        for sub in implied {
+            out.insert(WebhookRule {
+                group: part(&r.group),
+                version: version.clone(),
+                resource: format!("{}/{sub}", part(&r.resource)),
+                operations: vec![Operation::Update.as_str().to_string()],
             });
         }
     }
@@ -165,19 +219,24 @@ fn selector_key(s: &Option<SelectorIr>) -> String {
 /// The webhooks for the validations or the mutations of a Katalog, in a
 /// stable order (the order of each group's first rule).
 pub fn groups(ir: &Ir, endpoint: Endpoint) -> Vec<WebhookGroup> {
-    let matchers: Vec<&MatchIr> = match endpoint {
+    let matchers: Vec<(&MatchIr, Vec<&str>)> = match endpoint {
         Endpoint::Validate => ir
             .admission
             .validations
             .iter()
-            .map(|v| &v.matcher)
+            .map(|v| (&v.matcher, implied_subresources(v)))
             .collect(),
-        Endpoint::Mutate => ir.admission.mutations.iter().map(|m| &m.matcher).collect(),
+        Endpoint::Mutate => ir
+            .admission
+            .mutations
+            .iter()
+            .map(|m| (&m.matcher, Vec::new()))
+            .collect(),
         _ => return Vec::new(),
     };
     let mut groups: Vec<WebhookGroup> = Vec::new();
-    for (i, m) in matchers.iter().enumerate() {
-        let rules = registered(ir, m);
+    for (i, (m, implied)) in matchers.iter().enumerate() {
+        let rules = registered(ir, m, implied);
         let slot = groups.iter().position(|g| {
             g.namespace_selector == m.namespace_selector
                 && g.object_selector == m.object_selector
@@ -367,5 +426,125 @@ spec:
         assert_eq!(groups[0].path(), format!("/validate/{}", groups[0].id));
         assert!(find(&ir, Endpoint::Validate, &groups[1].id).is_some());
         assert!(find(&ir, Endpoint::Validate, "00000000").is_none());
+    }
+
+    const IMMUTABLE: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: t}
+spec:
+  resources:
+    - group: db.example.com
+      kind: Database
+      plural: databases
+      hub: v1
+      versions: [v1alpha1, v1]
+  admission:
+    validations:
+      - name: replicas-fixed
+        resources: [db.example.com/v1/databases]
+        path: spec.replicas
+        check: {immutable: true, maximum: 5}
+      - name: cluster-id-fixed
+        resources: [db.example.com/v1/databases]
+        path: status.clusterID
+        check: {immutable: true}
+      - name: engine-fixed
+        resources: [db.example.com/v1/databases]
+        path: spec.engine
+        check: {immutable: true}
+      - name: scale-named
+        resources: [apps/v1/deployments]
+        match: {subresources: [scale]}
+        path: spec.replicas
+        check: {immutable: true}
+"#;
+
+    #[test]
+    fn immutable_rules_also_register_the_subresources_that_write_their_path() {
+        let ir = ir(IMMUTABLE);
+        let implied: Vec<Vec<&str>> = ir
+            .admission
+            .validations
+            .iter()
+            .map(implied_subresources)
+            .collect();
+        assert_eq!(implied, [vec!["scale"], vec!["status"], vec![], vec![]]);
+        let registered: Vec<(String, Vec<String>)> = groups(&ir, Endpoint::Validate)
+            .iter()
+            .flat_map(|g| g.registered.clone())
+            .filter(|r| r.group == "db.example.com")
+            .map(|r| (r.resource, r.operations))
+            .collect();
+        let update = vec!["UPDATE".to_string()];
+        assert!(
+            registered.contains(&("databases/scale".into(), update.clone())),
+            "{registered:?}"
+        );
+        assert!(
+            registered.contains(&("databases/status".into(), update)),
+            "{registered:?}"
+        );
+    }
+
+    #[test]
+    fn on_a_subresource_only_the_immutable_test_runs_on_what_the_apiserver_sends() {
+        use crate::admission::eval::{AdmissionInput, evaluate};
+        use serde_json::json;
+        let ir = ir(IMMUTABLE);
+        let db = |replicas: u64, cluster: &str| {
+            json!({"apiVersion": "db.example.com/v1alpha1", "kind": "Database",
+                   "metadata": {"name": "orders", "namespace": "data"},
+                   "spec": {"replicas": replicas, "engine": "postgres"},
+                   "status": {"clusterID": cluster}})
+        };
+        let scale = |replicas: u64| {
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                   "metadata": {"name": "orders", "namespace": "data"},
+                   "spec": {"replicas": replicas}, "status": {"replicas": 3}})
+        };
+        let input = |sub: &str, kind: &str, old: serde_json::Value, new: serde_json::Value| {
+            AdmissionInput {
+                operation: Operation::Update,
+                group: "db.example.com".into(),
+                // Not the rules' version: a Database would be converted, a Scale is not.
+                version: "v1alpha1".into(),
+                resource: "databases".into(),
+                subresource: sub.into(),
+                kind: kind.into(),
+                name: "orders".into(),
+                namespace: "data".into(),
+                object: Some(new),
+                old_object: Some(old),
+                username: "u".into(),
+                groups: Vec::new(),
+                dry_run: false,
+                namespace_object: None,
+                request: json!({}),
+            }
+        };
+        let denials = |i: &AdmissionInput| evaluate(&ir, i, Endpoint::Validate).message();
+        // /scale: the Scale's replicas are the replicas; 9 is above the
+        // maximum, but there only the immutable test runs.
+        assert_eq!(
+            denials(&input("scale", "Scale", scale(3), scale(9))),
+            "[replicas-fixed] `spec.replicas` is immutable: it was 3, now 9"
+        );
+        assert_eq!(denials(&input("scale", "Scale", scale(3), scale(3))), "");
+        // /status: the whole object, converted to the rule's version.
+        assert_eq!(
+            denials(&input("status", "Database", db(9, "a"), db(9, "b"))),
+            "[cluster-id-fixed] `status.clusterID` is immutable: it was \"a\", now \"b\""
+        );
+        assert_eq!(
+            denials(&input("status", "Database", db(9, "a"), db(9, "a"))),
+            ""
+        );
+        // The main resource: every test of every rule.
+        let main = denials(&input("", "Database", db(3, "a"), db(9, "b")));
+        assert!(
+            main.contains("must be at most 5") && main.contains("[cluster-id-fixed]"),
+            "{main}"
+        );
     }
 }
