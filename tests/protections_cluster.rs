@@ -1135,7 +1135,8 @@ fn deleting_the_namespace_of_a_protected_object_stops_at_the_object() {
             "the namespace reports the denied deletion",
             Duration::from_secs(60),
             || {
-                let ns = get_json(&env, &["get", "namespace", "data-prod"]);
+                let ns = try_get_json(&env, &["get", "namespace", "data-prod"])
+                    .ok_or("the namespace is gone, and what it held with it")?;
                 let failed = conditions(&ns).iter().any(|(kind, message)| {
                     kind == "NamespaceDeletionContentFailure"
                         && message.contains("deletion-protection")
