@@ -1,5 +1,6 @@
-//! AdmissionReview benchmark: `pod-security.yaml` on a realistic ~6 KB Pod,
-//! against a plain serde_json parse + serialize of the same review.
+//! AdmissionReview benchmarks: `pod-security.yaml` and
+//! `pod-security-baseline.yaml` on a realistic ~6 KB Pod, each against a
+//! plain serde_json parse + serialize of the same review.
 //!
 //! `cargo bench -p katalog-benches --bench admission` measures; `cargo test
 //! --all-targets` runs each case once as a smoke test.
@@ -19,12 +20,9 @@ fn repo_file(path: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("failed to read {}: {e}", p.display()))
 }
 
-fn pod_security() -> Ir {
-    compile_sources(&[Source::new(
-        "pod-security.yaml",
-        repo_file("katalogs/pod-security.yaml"),
-    )])
-    .expect("pod-security.yaml compiles")
+fn katalog(file: &str) -> Ir {
+    compile_sources(&[Source::new(file, repo_file(&format!("katalogs/{file}")))])
+        .unwrap_or_else(|e| panic!("{file} compiles: {e:?}"))
 }
 
 /// A CREATE review of the baseline-compliant example Pod, as the apiserver sends it.
@@ -59,13 +57,24 @@ fn review() -> Vec<u8> {
 
 fn main() {
     let mode = Mode::from_args();
-    let name = "admission_pod_security_baseline";
-    if !mode.selected(name) {
-        return;
-    }
-    let ir = pod_security();
     let body = review();
-    let answer = review_admission_bytes(&ir, &body, Endpoint::Validate).expect("well-formed");
+    for (name, file) in [
+        ("admission_pod_security_baseline", "pod-security.yaml"),
+        (
+            "admission_pss_baseline_katalog",
+            "pod-security-baseline.yaml",
+        ),
+    ] {
+        if mode.selected(name) {
+            group(&mode, name, &katalog(file), &body);
+        }
+    }
+}
+
+/// The engine's validating answer next to a parse + serialize of `body`,
+/// timed in turns.
+fn group(mode: &Mode, name: &str, ir: &Ir, body: &[u8]) {
+    let answer = review_admission_bytes(ir, body, Endpoint::Validate).expect("well-formed");
     assert_eq!(
         answer["response"]["allowed"], true,
         "the example Pod is baseline-compliant: {answer}"
@@ -77,16 +86,16 @@ fn main() {
     );
     let mut variants = [
         Variant::new("engine: review_admission_bytes(validate) + to_vec", || {
-            let r = review_admission_bytes(&ir, black_box(&body), Endpoint::Validate)
+            let r = review_admission_bytes(ir, black_box(body), Endpoint::Validate)
                 .expect("well-formed");
             serde_json::to_vec(&r).expect("serializes").len()
         }),
         Variant::new("baseline: from_slice::<Value> + to_vec", || {
-            let v: Value = serde_json::from_slice(black_box(&body)).expect("valid JSON");
+            let v: Value = serde_json::from_slice(black_box(body)).expect("valid JSON");
             serde_json::to_vec(&v).expect("serializes").len()
         }),
     ];
-    let stats = run_group(&mode, &mut variants);
+    let stats = run_group(mode, &mut variants);
     report(
         name,
         Work {

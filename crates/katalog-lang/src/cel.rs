@@ -146,6 +146,12 @@ struct Compiled {
     ast: IdedExpr,
     /// Whether the cost depends on the input (a comprehension over one).
     iterates: bool,
+    /// The identifiers the expression reads (see
+    /// [`CelProgram::unbound_identifiers`]).
+    reads: Vec<String>,
+    /// Identifiers the expression reads only by field (`v.f`, `v.?f`,
+    /// `v['f']`, `has(v.f)`), with the fields; `None`: read otherwise too.
+    field_uses: Vec<(String, Option<Vec<String>>)>,
 }
 
 /// The estimated cost of evaluating `expr` once when the largest list or
@@ -254,11 +260,17 @@ impl CelProgram {
             )));
         }
         let iterates = estimate(&ast, 1) != estimate(&ast, 2);
+        let mut reads = Vec::new();
+        walk_identifiers(&ast, &mut Vec::new(), &mut reads);
+        let mut field_uses = Vec::new();
+        walk_field_uses(&ast, &mut field_uses);
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
                 ast,
                 iterates,
+                reads,
+                field_uses,
             }),
         })
     }
@@ -329,6 +341,125 @@ impl CelProgram {
         }
     }
 
+    /// Whether the expression reads the identifier `name` (a variable it
+    /// does not bind itself).
+    pub fn reads(&self, name: &str) -> bool {
+        self.inner.reads.iter().any(|r| r == name)
+    }
+
+    /// Whether the estimated cost depends on the input (a comprehension
+    /// over one).
+    pub fn iterates(&self) -> bool {
+        self.inner.iterates
+    }
+
+    /// The fields of `name` the expression reads, when it reads `name`
+    /// only by field.
+    fn fields_read(&self, name: &str) -> Option<&[String]> {
+        self.inner
+            .field_uses
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, fields)| fields.as_deref())
+    }
+
+    /// Whether every identifier the expression reads is one of `names`.
+    pub fn reads_only(&self, names: &[&str]) -> bool {
+        self.inner.reads.iter().all(|r| names.contains(&r.as_str()))
+    }
+
+    /// Fails as an evaluation would once the request's deadline has passed.
+    pub fn check_deadline(&self) -> Result<(), CelError> {
+        crate::budget::check_deadline().map_err(|message| self.eval_error(message))
+    }
+
+    /// Evaluates like [`eval`](Self::eval) with `shared` bound first and
+    /// `vars` over them: the same result as `eval` with the bindings of
+    /// `shared` followed by `vars`, without converting the shared values
+    /// again. A value of `vars` the expression does not read is not
+    /// converted at all; it must be part of a value in `shared` (the
+    /// `self` of a check on the bound object), so that neither a conversion
+    /// error nor the cost estimate can depend on it.
+    pub fn eval_shared(
+        &self,
+        shared: &CelBindings,
+        vars: &[(&str, CelArg<'_>)],
+    ) -> Result<Json, CelError> {
+        let value = self.execute_shared(shared, vars)?;
+        cel_to_json(&value, 0).map_err(|message| self.eval_error(message))
+    }
+
+    /// [`eval_shared`](Self::eval_shared), the result ready to be bound
+    /// again (as a variable).
+    pub fn eval_shared_value(
+        &self,
+        shared: &CelBindings,
+        vars: &[(&str, CelArg<'_>)],
+    ) -> Result<(Json, CelValue), CelError> {
+        let json = self.eval_shared(shared, vars)?;
+        let value = CelValue::from_json(&json);
+        Ok((json, value))
+    }
+
+    fn execute_shared(
+        &self,
+        shared: &CelBindings,
+        vars: &[(&str, CelArg<'_>)],
+    ) -> Result<Value, CelError> {
+        crate::budget::check_deadline().map_err(|message| self.eval_error(message))?;
+        if self.inner.iterates {
+            let limit = crate::budget::current().cel_cost_limit;
+            let largest = vars
+                .iter()
+                .filter_map(|(name, arg)| match arg {
+                    CelArg::Value(v) => Some(v.largest),
+                    CelArg::Part(json) => self.reads(name).then(|| largest_collection(json)),
+                })
+                .fold(shared.largest, u64::max);
+            let cost = self.cost(largest);
+            if cost > limit {
+                return Err(self.eval_error(format!(
+                    "not evaluated: its estimated cost {cost} is over the budget of {limit} \
+                     per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
+                )));
+            }
+        }
+        if let Some((name, message)) = &shared.failed {
+            return Err(self.eval_error(format!("variable `{name}`: {message}")));
+        }
+        let mut ctx = shared.ctx.new_inner_scope();
+        for (name, arg) in vars {
+            let value = match arg {
+                CelArg::Value(v) => match (&v.value, self.fields_read(name)) {
+                    // Only the fields the expression names: the others
+                    // cannot change its result.
+                    (Ok(Value::Map(map)), Some(fields)) => Ok(Value::Map(Map {
+                        map: Arc::new(
+                            fields
+                                .iter()
+                                .filter_map(|f| {
+                                    let key = Key::String(Arc::new(f.clone()));
+                                    let value = map.map.get(&key)?.clone();
+                                    Some((key, value))
+                                })
+                                .collect(),
+                        ),
+                    })),
+                    (value, _) => value.clone(),
+                },
+                CelArg::Part(_) if !self.reads(name) => continue,
+                CelArg::Part(json) => json_to_cel(json, 0),
+            }
+            .map_err(|message| self.eval_error(format!("variable `{name}`: {message}")))?;
+            ctx.add_variable_from_value(*name, value);
+        }
+        match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(self.eval_error(error.to_string())),
+            Err(panic) => Err(self.eval_error(panic)),
+        }
+    }
+
     fn execute(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
         crate::budget::check_deadline().map_err(|message| self.eval_error(message))?;
         if self.inner.iterates {
@@ -363,6 +494,144 @@ impl CelProgram {
         CelError::Eval {
             expr: self.inner.source.clone(),
             message,
+        }
+    }
+}
+
+/// A JSON value converted to CEL once, to be bound in many evaluations.
+#[derive(Clone, Debug)]
+pub struct CelValue {
+    /// The converted value, or why it cannot be converted.
+    value: Result<Value, String>,
+    /// Items of the largest list or map in it (for the cost estimate).
+    largest: u64,
+}
+
+impl CelValue {
+    pub fn from_json(json: &Json) -> CelValue {
+        CelValue {
+            value: json_to_cel(json, 0),
+            largest: largest_collection(json),
+        }
+    }
+
+    /// Items of the largest list or map in the value.
+    pub fn largest(&self) -> u64 {
+        self.largest
+    }
+
+    /// An empty map (the `variables` of a Katalog without variables).
+    pub fn empty_map() -> CelValue {
+        CelValue {
+            value: Ok(Value::Map(Map {
+                map: Arc::new(HashMap::new()),
+            })),
+            largest: 0,
+        }
+    }
+
+    /// This map with `name` set to `value`: the same CEL value as the JSON
+    /// object with the field added. An unconvertible field makes the whole
+    /// map unconvertible, as it does in JSON.
+    pub fn with_field(&self, name: &str, value: &CelValue) -> CelValue {
+        let mut replaced = false;
+        let merged = match (&self.value, &value.value) {
+            (Ok(Value::Map(map)), Ok(v)) => {
+                let mut entries = (*map.map).clone();
+                replaced = entries
+                    .insert(Key::String(Arc::new(name.to_owned())), v.clone())
+                    .is_some();
+                Ok(Value::Map(Map {
+                    map: Arc::new(entries),
+                }))
+            }
+            (Ok(Value::Map(_)), Err(e)) | (Err(e), _) => Err(e.clone()),
+            (Ok(_), _) => Err("not a map".to_owned()),
+        };
+        let largest = match &merged {
+            // The replaced value may have held the largest collection.
+            Ok(value) if replaced => largest_cel(value),
+            Ok(Value::Map(m)) => self
+                .largest
+                .max(value.largest)
+                .max(u64::try_from(m.map.len()).unwrap_or(u64::MAX)),
+            _ => self.largest.max(value.largest),
+        };
+        CelValue {
+            value: merged,
+            largest,
+        }
+    }
+}
+
+/// [`largest_collection`] of the JSON value `value` converts from.
+fn largest_cel(value: &Value) -> u64 {
+    let mut largest = 0usize;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::List(items) => {
+                largest = largest.max(items.len());
+                stack.extend(items.iter());
+            }
+            Value::Map(map) => {
+                largest = largest.max(map.map.len());
+                stack.extend(map.map.values());
+            }
+            _ => {}
+        }
+    }
+    u64::try_from(largest).unwrap_or(u64::MAX)
+}
+
+/// A value bound for one evaluation.
+#[derive(Clone, Copy, Debug)]
+pub enum CelArg<'a> {
+    /// Converted already.
+    Value(&'a CelValue),
+    /// A part of a value bound in the shared [`CelBindings`] (`self`,
+    /// `element`): converted only when the expression reads it.
+    Part(&'a Json),
+}
+
+/// Values bound once for many evaluations (an admission request's `object`,
+/// `oldObject`, `request`, ...): converted to CEL once, not per evaluation.
+pub struct CelBindings {
+    ctx: Context<'static>,
+    /// The first value that could not be converted, and why: every
+    /// evaluation fails with it, as it would binding the JSON values.
+    failed: Option<(String, String)>,
+    largest: u64,
+}
+
+impl fmt::Debug for CelBindings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CelBindings")
+            .field("failed", &self.failed)
+            .field("largest", &self.largest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CelBindings {
+    pub fn new(vars: &[(&str, &Json)]) -> CelBindings {
+        let mut ctx = base_context().new_inner_scope();
+        let mut failed = None;
+        let mut largest = 0;
+        for (name, json) in vars {
+            largest = largest.max(largest_collection(json));
+            if failed.is_some() {
+                continue;
+            }
+            match json_to_cel(json, 0) {
+                Ok(value) => ctx.add_variable_from_value(*name, value),
+                Err(message) => failed = Some(((*name).to_owned(), message)),
+            }
+        }
+        CelBindings {
+            ctx,
+            failed,
+            largest,
         }
     }
 }
@@ -529,6 +798,84 @@ fn walk_variables(expr: &IdedExpr, out: &mut Vec<String>) {
             }
         }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
+}
+
+/// How each identifier is used: only by field (the fields), or otherwise
+/// too (`None`). A name a comprehension binds counts as used otherwise.
+fn walk_field_uses(expr: &IdedExpr, out: &mut Vec<(String, Option<Vec<String>>)>) {
+    fn note(out: &mut Vec<(String, Option<Vec<String>>)>, name: &str, field: Option<&str>) {
+        let at = match out.iter().position(|(n, _)| n == name) {
+            Some(at) => at,
+            None => {
+                out.push((name.to_owned(), Some(Vec::new())));
+                out.len() - 1
+            }
+        };
+        match (&mut out[at].1, field) {
+            (Some(fields), Some(f)) => {
+                if !fields.iter().any(|x| x == f) {
+                    fields.push(f.to_owned());
+                }
+            }
+            (uses, _) => *uses = None,
+        }
+    }
+    match &expr.expr {
+        Expr::Select(select) => match &select.operand.expr {
+            Expr::Ident(name) => note(out, name, Some(&select.field)),
+            _ => walk_field_uses(&select.operand, out),
+        },
+        Expr::Call(call) => {
+            if call.target.is_none()
+                && call.args.len() == 2
+                && [
+                    operators::INDEX,
+                    operators::OPT_INDEX,
+                    operators::OPT_SELECT,
+                ]
+                .contains(&call.func_name.as_str())
+                && let Expr::Ident(name) = &call.args[0].expr
+                && let Expr::Literal(LiteralValue::String(field)) = &call.args[1].expr
+            {
+                note(out, name, Some(field.inner()));
+                return;
+            }
+            if let Some(target) = &call.target {
+                walk_field_uses(target, out);
+            }
+            for arg in &call.args {
+                walk_field_uses(arg, out);
+            }
+        }
+        Expr::Ident(name) => note(out, name, None),
+        Expr::List(list) => list.elements.iter().for_each(|e| walk_field_uses(e, out)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    walk_field_uses(&e.key, out);
+                    walk_field_uses(&e.value, out);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for name in [Some(&c.iter_var), c.iter_var2.as_ref(), Some(&c.accu_var)]
+                .into_iter()
+                .flatten()
+            {
+                note(out, name, None);
+            }
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk_field_uses(e, out);
+            }
+        }
+        Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
     }
 }
 
@@ -1786,6 +2133,73 @@ mod tests {
         assert_eq!(eval("a + b", &[("a", &a), ("b", &b)]), json!(3));
         // Last binding wins.
         assert_eq!(eval("a", &[("a", &a), ("a", &b)]), json!(2));
+    }
+
+    /// Values bound once and shared give what binding the JSON values per
+    /// evaluation gives: results and errors, `variables` read by field or
+    /// whole, `self` read or not.
+    #[test]
+    fn shared_bindings_evaluate_like_json_bindings() {
+        let object =
+            json!({"spec": {"containers": [{"name": "a", "ports": [1, 2]}, {"name": "b"}]}});
+        let request = json!({"operation": "CREATE"});
+        let variables = json!({"names": ["a", "b"], "n": 2, "big": [1, 2, 3, 4, 5]});
+        let this = json!({"name": "a", "ports": [1, 2]});
+        let shared = CelBindings::new(&[("object", &object), ("request", &request)]);
+        let mut vars = CelValue::empty_map();
+        for (k, v) in variables.as_object().unwrap() {
+            vars = vars.with_field(k, &CelValue::from_json(v));
+        }
+        assert_eq!(vars.largest(), largest_collection(&variables));
+        // Replacing the field that held the largest list shrinks it again.
+        let replaced = vars.with_field("big", &CelValue::from_json(&json!(0)));
+        assert_eq!(replaced.largest(), 3);
+        for expr in [
+            "object.spec.containers.map(c, c.name) == variables.names",
+            "size(variables.names) + variables.n",
+            "has(variables.n) && !has(variables.missing)",
+            "variables.?missing.orValue(7)",
+            "variables['n']",
+            "'n' in variables",
+            "size(variables)",
+            "variables.missing",
+            "self.ports.all(p, p > 0) && self.name == 'a'",
+            "request.operation",
+            "object.spec.containers.exists(c, c.name == 'b')",
+            "nope + 1",
+            "variables.names.map(variables, variables)",
+        ] {
+            let program = CelProgram::compile(expr).unwrap();
+            let want = program.eval(&[
+                ("object", &object),
+                ("request", &request),
+                ("variables", &variables),
+                ("self", &this),
+            ]);
+            let got = program.eval_shared(
+                &shared,
+                &[
+                    ("variables", CelArg::Value(&vars)),
+                    ("self", CelArg::Part(&this)),
+                ],
+            );
+            assert_eq!(got, want, "{expr}");
+        }
+        let program = CelProgram::compile("variables.n").unwrap();
+        assert!(!program.reads("self") && program.reads_only(&["variables"]));
+    }
+
+    #[test]
+    fn an_unconvertible_shared_value_fails_every_evaluation_naming_it() {
+        let mut deep = json!(1);
+        for _ in 0..300 {
+            deep = json!([deep]);
+        }
+        let ok = json!(1);
+        let shared = CelBindings::new(&[("a", &ok), ("object", &deep)]);
+        let program = CelProgram::compile("a").unwrap();
+        let want = program.eval(&[("a", &ok), ("object", &deep)]).unwrap_err();
+        assert_eq!(program.eval_shared(&shared, &[]).unwrap_err(), want);
     }
 
     #[test]

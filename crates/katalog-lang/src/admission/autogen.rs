@@ -116,15 +116,24 @@ pub fn pod_view(input: &AdmissionInput) -> Option<PodView> {
         .find(|(_, g, v, r, _)| *g == input.group && *v == input.version && *r == input.resource)?;
     let template = template_path(t);
     let view = |obj: &Option<Value>| obj.as_ref().map(|o| view_of(o, &template, input));
+    // Field by field: the controller's objects are not copied, only viewed.
     Some(PodView {
         input: AdmissionInput {
+            operation: input.operation,
             group: String::new(),
             version: "v1".into(),
             resource: "pods".into(),
+            subresource: input.subresource.clone(),
             kind: "Pod".into(),
+            name: input.name.clone(),
+            namespace: input.namespace.clone(),
             object: view(&input.object),
             old_object: view(&input.old_object),
-            ..input.clone()
+            username: input.username.clone(),
+            groups: input.groups.clone(),
+            dry_run: input.dry_run,
+            namespace_object: input.namespace_object.clone(),
+            request: input.request.clone(),
         },
         template,
     })
@@ -157,8 +166,12 @@ fn view_of(obj: &Value, template: &Path, input: &AdmissionInput) -> Value {
 /// True when the rule applies to this controller request (its operation and
 /// resource); the rest of the match is evaluated on the pod view.
 pub fn applies(m: &MatchIr, input: &AdmissionInput) -> bool {
+    // `pod_controller_operations`, without building the set.
+    let operation_ok = m.operations.contains(&input.operation)
+        || (input.operation == crate::document::Operation::Update
+            && m.operations.contains(&crate::document::Operation::Create));
     input.subresource.is_empty()
-        && m.pod_controller_operations().contains(&input.operation)
+        && operation_ok
         && m.pod_controllers
             .iter()
             .any(|(r, _)| r.matches(&input.group, &input.version, &input.resource))

@@ -1,5 +1,9 @@
 //! Evaluate admission rules for one request: values in, verdict out.
 
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use serde_json::{Map, Value};
 
 use super::versions::{self, Target};
@@ -7,7 +11,7 @@ use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, SelectorIr, ValidationIr, autogen, webhooks,
 };
-use crate::cel::CelProgram;
+use crate::cel::{CelArg, CelBindings, CelProgram, CelValue};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
 use crate::json::{json_eq, show, truncate, type_name};
@@ -149,82 +153,19 @@ pub fn evaluate_only(
             && input.resource == "namespaces"
             && adm.excluded_namespaces.contains(&input.name));
     let picked = |i: usize| only.is_none_or(|o| o.contains(&i));
-    let mut object = input.object.clone();
     if matches!(endpoint, Endpoint::Mutate | Endpoint::All) && !excluded {
-        mutate(ir, input, &mut object, &mut verdict, &picked);
+        mutate(ir, input, &mut verdict, &picked);
     }
     let input_after = if matches!(endpoint, Endpoint::All) && verdict.patched.is_some() {
         let mut i = input.clone();
-        i.object = object.clone();
+        i.object = verdict.patched.clone();
         std::borrow::Cow::Owned(i)
     } else {
         std::borrow::Cow::Borrowed(input)
     };
     let input = input_after.as_ref();
     if matches!(endpoint, Endpoint::Validate | Endpoint::All) && !excluded {
-        let vars = Vars::new(adm, input);
-        // Autogen: Pod rules also see the pod template of a controller.
-        let any_pod_rule = adm
-            .validations
-            .iter()
-            .enumerate()
-            .any(|(i, v)| picked(i) && autogen::applies(&v.matcher, input));
-        let pod = any_pod_rule
-            .then(|| autogen::pod_view(input))
-            .flatten()
-            .map(|pv| {
-                let mut vars = Vars::new(adm, &pv.input);
-                vars.shown_at = pv.template.clone();
-                (pv, vars)
-            });
-        let mut views = Views::default();
-        for (i, v) in adm.validations.iter().enumerate() {
-            if !picked(i) {
-                continue;
-            }
-            // A main-resource rule sees a subresource request only for the
-            // immutable test it was registered there for.
-            let implied = !input.subresource.is_empty()
-                && webhooks::implied_subresources(v).contains(&input.subresource.as_str());
-            let how = Rule { v, implied };
-            match versions::target(ir, &v.matcher, input) {
-                Target::NotMatched => {}
-                Target::AsIs => {
-                    validate(how, input, &vars, &mut verdict, false);
-                    if let Some((pv, pod_vars)) = &pod
-                        && autogen::applies(&v.matcher, input)
-                    {
-                        validate(how, &pv.input, pod_vars, &mut verdict, true);
-                    }
-                }
-                // Not the resource itself (`/scale` sends an autoscaling/v1
-                // Scale): nothing to convert, the rule sees it as sent.
-                Target::Convert(version) if !of_declared_kind(ir, input) => {
-                    let view = AdmissionInput {
-                        version: version.to_string(),
-                        ..input.clone()
-                    };
-                    let view_vars = Vars::new(adm, &view);
-                    validate(how, &view, &view_vars, &mut verdict, false);
-                }
-                Target::Convert(version) => match views.at(ir, input, version) {
-                    Ok((view, view_vars)) => validate(how, view, view_vars, &mut verdict, false),
-                    Err(e) if v.matcher.operations.contains(&input.operation) => {
-                        // Fail closed: the object cannot be seen as the rule is written.
-                        let finding = Finding {
-                            rule: v.name.clone(),
-                            message: format!("failed to evaluate the rule: {e}"),
-                        };
-                        match v.action {
-                            Action::Deny => verdict.denials.push(finding),
-                            Action::Warn => verdict.warnings.push(finding),
-                            Action::Audit => verdict.audits.push(finding),
-                        }
-                    }
-                    Err(_) => {}
-                },
-            }
-        }
+        validate_all(ir, input, &mut verdict, &picked);
     }
     let sec = &adm.security;
     if matches!(endpoint, Endpoint::DeletionProtection | Endpoint::All) {
@@ -240,58 +181,204 @@ pub fn evaluate_only(
     verdict
 }
 
-/// The request converted to the versions rules are written against, each
-/// with its CEL activation, made once per request and version.
-#[derive(Default)]
-struct Views {
-    at: Vec<(String, View)>,
-}
-
-/// The request at one version with its CEL activation, or why it could not be converted.
-type View = Result<(AdmissionInput, Vars), String>;
-
-impl Views {
-    fn at(
-        &mut self,
-        ir: &Ir,
-        input: &AdmissionInput,
-        version: &str,
-    ) -> Result<(&AdmissionInput, &Vars), String> {
-        let i = match self.at.iter().position(|(v, _)| v == version) {
-            Some(i) => i,
-            None => {
-                let view = versions::view_at(ir, input, version).map(|view| {
-                    let vars = Vars::new(&ir.admission, &view);
-                    (view, vars)
-                });
-                self.at.push((version.to_string(), view));
-                self.at.len() - 1
+/// The validations, on the request and on its views: the pod view of a
+/// controller (autogen) and the request converted to the versions rules are
+/// written against, each view made once per request, and each with one CEL
+/// activation shared by every rule that sees it.
+fn validate_all(
+    ir: &Ir,
+    input: &AdmissionInput,
+    verdict: &mut Verdict,
+    picked: &dyn Fn(usize) -> bool,
+) {
+    let adm = &ir.admission;
+    let vars = Vars::new(adm, input);
+    // Autogen: Pod rules also see the pod template of a controller.
+    let any_pod_rule = adm
+        .validations
+        .iter()
+        .enumerate()
+        .any(|(i, v)| picked(i) && autogen::applies(&v.matcher, input));
+    let pod_view = any_pod_rule.then(|| autogen::pod_view(input)).flatten();
+    let pod_vars = pod_view.as_ref().map(|pv| {
+        let mut vars = Vars::new(adm, &pv.input);
+        vars.shown_at = pv.template.clone();
+        vars
+    });
+    // The versions rules want the request at, each converted once.
+    let mut views: Vec<(&str, Result<AdmissionInput, String>)> = Vec::new();
+    for (i, v) in adm.validations.iter().enumerate() {
+        if let (true, Target::Convert(version)) =
+            (picked(i), versions::target(ir, &v.matcher, input))
+            && !views.iter().any(|(at, _)| *at == version)
+        {
+            let view = if of_declared_kind(ir, input) {
+                versions::view_at(ir, input, version)
+            } else {
+                // Not the resource itself (`/scale` sends an autoscaling/v1
+                // Scale): nothing to convert, the rule sees it as sent.
+                Ok(AdmissionInput {
+                    version: version.to_string(),
+                    ..input.clone()
+                })
+            };
+            views.push((version, view));
+        }
+    }
+    let mut view_vars: Vec<Option<Vars<'_>>> = views.iter().map(|_| None).collect();
+    for (i, v) in adm.validations.iter().enumerate() {
+        if !picked(i) {
+            continue;
+        }
+        // A main-resource rule sees a subresource request only for the
+        // immutable test it was registered there for.
+        let implied = !input.subresource.is_empty()
+            && webhooks::implied_subresources(v).contains(&input.subresource.as_str());
+        let how = Rule { v, implied };
+        match versions::target(ir, &v.matcher, input) {
+            Target::NotMatched => {}
+            Target::AsIs => {
+                validate(how, input, &vars, verdict, false);
+                if let (Some(pv), Some(pod_vars)) = (&pod_view, &pod_vars)
+                    && autogen::applies(&v.matcher, input)
+                {
+                    validate(how, &pv.input, pod_vars, verdict, true);
+                }
             }
-        };
-        match &self.at[i].1 {
-            Ok((view, vars)) => Ok((view, vars)),
-            Err(e) => Err(e.clone()),
+            Target::Convert(version) => {
+                let at = views
+                    .iter()
+                    .position(|(at, _)| *at == version)
+                    .expect("every version a rule wants was converted to");
+                match &views[at].1 {
+                    Ok(view) => {
+                        let view_vars = view_vars[at].get_or_insert_with(|| Vars::new(adm, view));
+                        validate(how, view, view_vars, verdict, false)
+                    }
+                    Err(e) if v.matcher.operations.contains(&input.operation) => {
+                        // Fail closed: the object cannot be seen as the rule is written.
+                        let finding = Finding {
+                            rule: v.name.clone(),
+                            message: format!("failed to evaluate the rule: {e}"),
+                        };
+                        match v.action {
+                            Action::Deny => verdict.denials.push(finding),
+                            Action::Warn => verdict.warnings.push(finding),
+                            Action::Audit => verdict.audits.push(finding),
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
         }
     }
 }
 
-/// CEL activation shared by the rules of one request.
-#[derive(Clone)]
-struct Vars {
-    object: Value,
-    old_object: Value,
-    request: Value,
-    namespace_object: Value,
-    variables: Value,
+/// What CEL sees of one request (or one view of it): `object`,
+/// `oldObject`, `request` and `namespaceObject`, converted to CEL once, on
+/// first use, and the Katalog-wide variables; shared by every rule and
+/// every `forEach` element that sees the request.
+struct Activation<'i> {
+    input: &'i AdmissionInput,
+    bindings: OnceCell<CelBindings>,
+    variables: CelValue,
     /// Katalog-wide variables that failed to evaluate, with why; only rules
     /// that use one of them fail.
     failed: Vec<(String, String)>,
+    /// Results of the expressions that read nothing but the request (the
+    /// same `match` condition or `containers` variable in many rules), by
+    /// source: evaluated once per request.
+    #[allow(clippy::type_complexity)]
+    request_only: RefCell<HashMap<(String, u64), Result<(Value, CelValue), String>>>,
+}
+
+/// The identifiers an expression may read for its result to be the same
+/// for every rule of a request.
+const REQUEST_ONLY: [&str; 4] = ["object", "oldObject", "request", "namespaceObject"];
+
+static NULL: Value = Value::Null;
+
+impl Activation<'_> {
+    fn bindings(&self) -> &CelBindings {
+        self.bindings.get_or_init(|| {
+            let input = self.input;
+            CelBindings::new(&[
+                ("object", input.object.as_ref().unwrap_or(&NULL)),
+                ("oldObject", input.old_object.as_ref().unwrap_or(&NULL)),
+                ("request", &input.request),
+                (
+                    "namespaceObject",
+                    input.namespace_object.as_ref().unwrap_or(&NULL),
+                ),
+            ])
+        })
+    }
+
+    /// Evaluate `prog` with `self` (a value the rule checks), `element` and
+    /// `elementIndex` (in `forEach`), and the variables (`local`: the
+    /// Katalog-wide ones plus a rule's own); `pick` takes the result as JSON
+    /// or as CEL.
+    fn eval<T>(
+        &self,
+        prog: &CelProgram,
+        this: Option<&Value>,
+        element: Option<&(&Value, Value)>,
+        local: Option<&CelValue>,
+        pick: impl Fn(&(Value, CelValue)) -> T,
+    ) -> Result<T, String> {
+        if let Some((name, e)) = self
+            .failed
+            .iter()
+            .find(|(name, _)| uses_variable(prog.source(), name))
+        {
+            return Err(format!("variable `{name}`: {e}"));
+        }
+        let variables = local.unwrap_or(&self.variables);
+        let request_only = prog.reads_only(&REQUEST_ONLY);
+        // The cost estimate of an expression that iterates counts every
+        // bound value, the variables it does not read included.
+        let key = (
+            prog.source().to_string(),
+            if prog.iterates() {
+                variables.largest()
+            } else {
+                0
+            },
+        );
+        if request_only && let Some(found) = self.request_only.borrow().get(&key) {
+            // As evaluating it again would: past the deadline, it fails.
+            prog.check_deadline().map_err(|e| e.to_string())?;
+            return found.as_ref().map(pick).map_err(String::clone);
+        }
+        let mut args: Vec<(&str, CelArg<'_>)> = vec![("variables", CelArg::Value(variables))];
+        if let Some(s) = this {
+            args.push(("self", CelArg::Part(s)));
+        }
+        if let Some((element, index)) = element {
+            args.push(("element", CelArg::Part(element)));
+            args.push(("elementIndex", CelArg::Part(index)));
+        }
+        let out = prog
+            .eval_shared_value(self.bindings(), &args)
+            .map_err(|e| e.to_string());
+        let picked = out.as_ref().map(&pick).map_err(String::clone);
+        if request_only {
+            self.request_only.borrow_mut().insert(key, out);
+        }
+        picked
+    }
+}
+
+/// The CEL activation a rule runs with, and where it looks.
+#[derive(Clone)]
+struct Vars<'i> {
+    activation: Rc<Activation<'i>>,
     /// Shown before every path in messages (the pod template, for autogen).
     shown_at: Path,
     /// Rule paths are relative to this (the element, in `forEach`).
     base: Path,
     /// `element` and `elementIndex`, in `forEach`.
-    element: Option<(Value, Value)>,
+    element: Option<(&'i Value, Value)>,
 }
 
 /// Whether a CEL expression reads `variables.NAME`.
@@ -305,74 +392,56 @@ fn uses_variable(source: &str, name: &str) -> bool {
     })
 }
 
-impl Vars {
-    fn new(adm: &AdmissionIr, input: &AdmissionInput) -> Self {
-        let mut vars = Vars {
-            object: input.object.clone().unwrap_or(Value::Null),
-            old_object: input.old_object.clone().unwrap_or(Value::Null),
-            request: input.request.clone(),
-            namespace_object: input.namespace_object.clone().unwrap_or(Value::Null),
-            variables: Value::Object(Map::new()),
+impl<'i> Vars<'i> {
+    fn new(adm: &AdmissionIr, input: &'i AdmissionInput) -> Self {
+        let mut activation = Activation {
+            input,
+            bindings: OnceCell::new(),
+            variables: CelValue::empty_map(),
             failed: Vec::new(),
+            request_only: RefCell::new(HashMap::new()),
+        };
+        for (name, prog) in &adm.variables {
+            match activation.eval(prog, None, None, None, |(_, v)| v.clone()) {
+                Ok(v) => activation.variables = activation.variables.with_field(name, &v),
+                Err(e) => activation.failed.push((name.clone(), e)),
+            }
+        }
+        Vars {
+            activation: Rc::new(activation),
             shown_at: Path::root(),
             base: Path::root(),
             element: None,
-        };
-        for (name, prog) in &adm.variables {
-            match vars.eval(prog, None, None) {
-                Ok(v) => {
-                    if let Value::Object(m) = &mut vars.variables {
-                        m.insert(name.clone(), v);
-                    }
-                }
-                Err(e) => vars.failed.push((name.clone(), e)),
-            }
         }
-        vars
     }
 
     fn eval(
         &self,
         prog: &CelProgram,
         this: Option<&Value>,
-        local: Option<&Value>,
+        local: Option<&CelValue>,
     ) -> Result<Value, String> {
-        if let Some((name, e)) = self
-            .failed
-            .iter()
-            .find(|(name, _)| uses_variable(prog.source(), name))
-        {
-            return Err(format!("variable `{name}`: {e}"));
-        }
-        let variables = local.unwrap_or(&self.variables);
-        let mut bindings: Vec<(&str, &Value)> = vec![
-            ("object", &self.object),
-            ("oldObject", &self.old_object),
-            ("request", &self.request),
-            ("namespaceObject", &self.namespace_object),
-            ("variables", variables),
-        ];
-        if let Some(s) = this {
-            bindings.push(("self", s));
-        }
-        if let Some((element, index)) = &self.element {
-            bindings.push(("element", element));
-            bindings.push(("elementIndex", index));
-        }
-        prog.eval(&bindings).map_err(|e| e.to_string())
+        self.activation
+            .eval(prog, this, self.element.as_ref(), local, |(json, _)| {
+                json.clone()
+            })
     }
 
     /// The Katalog-wide variables plus a rule's own.
-    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<Value>, String> {
+    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<CelValue>, String> {
         if locals.is_empty() {
             return Ok(None);
         }
-        let mut vars = self.variables.clone();
+        let mut vars = self.activation.variables.clone();
         for (name, prog) in locals {
-            let v = self.eval(prog, None, Some(&vars))?;
-            if let Value::Object(m) = &mut vars {
-                m.insert(name.clone(), v);
-            }
+            let v = self.activation.eval(
+                prog,
+                None,
+                self.element.as_ref(),
+                Some(&vars),
+                |(_, v)| v.clone(),
+            )?;
+            vars = vars.with_field(name, &v);
         }
         Ok(Some(vars))
     }
@@ -540,7 +609,7 @@ fn run_check(
     paths: &[Path],
     input: &AdmissionInput,
     vars: &Vars,
-    locals: Option<&Value>,
+    locals: Option<&CelValue>,
 ) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let null = Value::Null;
@@ -688,7 +757,7 @@ fn value_violations(
     at: &str,
     v: &Value,
     vars: &Vars,
-    locals: Option<&Value>,
+    locals: Option<&CelValue>,
 ) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     if let Some(want) = &check.equals
@@ -901,13 +970,12 @@ fn validate(
 
 /// The elements of a `forEach` that meet its `when`, each with the scope its
 /// rule runs in and how a message names it (`spec.containers[1] (name: sidecar)`).
-fn for_each_scopes(
+fn for_each_scopes<'i>(
     each: &ForEachIr,
-    input: &AdmissionInput,
-    vars: &Vars,
-) -> Result<Vec<(Vars, String)>, String> {
-    let null = Value::Null;
-    let object = subject(input).unwrap_or(&null);
+    input: &'i AdmissionInput,
+    vars: &Vars<'i>,
+) -> Result<Vec<(Vars<'i>, String)>, String> {
+    let object = subject(input).unwrap_or(&NULL);
     let mut out = Vec::new();
     for list in &each.lists {
         for (p, element) in rebased(std::slice::from_ref(list), &vars.base)[0].select(object) {
@@ -918,7 +986,7 @@ fn for_each_scopes(
             };
             let mut scope = vars.clone();
             scope.base = p.clone();
-            scope.element = Some((element.clone(), index));
+            scope.element = Some((element, index));
             if let Some(when) = &each.when
                 && !condition_holds(when, input, &scope)?
             {
@@ -939,7 +1007,7 @@ fn violation_message(
     v: &ValidationIr,
     vars: &Vars,
     violations: Vec<String>,
-    locals: Option<&Value>,
+    locals: Option<&CelValue>,
 ) -> String {
     let custom = match &v.message_expression {
         Some(prog) => match vars.eval(prog, None, locals) {
@@ -966,13 +1034,7 @@ fn violation_message(
     }
 }
 
-fn mutate(
-    ir: &Ir,
-    input: &AdmissionInput,
-    object: &mut Option<Value>,
-    verdict: &mut Verdict,
-    picked: &dyn Fn(usize) -> bool,
-) {
+fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn Fn(usize) -> bool) {
     let adm = &ir.admission;
     let Some(original) = input.object.as_ref() else {
         return;
@@ -1060,8 +1122,7 @@ fn mutate(
         .filter_map(|op| serde_json::to_value(op).ok())
         .collect();
     if !verdict.patch.is_empty() {
-        verdict.patched = Some(current.clone());
-        *object = Some(current);
+        verdict.patched = Some(current);
     }
 }
 

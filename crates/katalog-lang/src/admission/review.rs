@@ -35,9 +35,18 @@ pub fn review_admission_bytes(
     body: &[u8],
     endpoint: Endpoint,
 ) -> Result<Value, AdmissionReviewError> {
-    let value: Value =
+    let mut value: Value =
         serde_json::from_slice(body).map_err(|e| AdmissionReviewError::Malformed(e.to_string()))?;
-    review_admission(ir, &value, endpoint)
+    // The review is ours: the objects move into the evaluator's input
+    // instead of being copied.
+    let objects = match value.get_mut("request") {
+        Some(Value::Object(request)) => (
+            request.shift_remove("object"),
+            request.shift_remove("oldObject"),
+        ),
+        _ => (None, None),
+    };
+    answer(ir, &value, endpoint, None, Some(objects))
 }
 
 /// Answer an AdmissionReview (as JSON) for one endpoint. A request whose
@@ -57,6 +66,18 @@ pub fn review_admission_only(
     review: &Value,
     endpoint: Endpoint,
     only: Option<&[usize]>,
+) -> Result<Value, AdmissionReviewError> {
+    answer(ir, review, endpoint, only, None)
+}
+
+/// `taken`: the request's `object` and `oldObject`, when they were moved
+/// out of `review`.
+fn answer(
+    ir: &Ir,
+    review: &Value,
+    endpoint: Endpoint,
+    only: Option<&[usize]>,
+    taken: Option<(Option<Value>, Option<Value>)>,
 ) -> Result<Value, AdmissionReviewError> {
     let api_version = review
         .get("apiVersion")
@@ -81,7 +102,11 @@ pub fn review_admission_only(
     response.uid = uid.to_string();
     response.allowed = true;
     response.result = Status::success();
-    match input_from_request(request) {
+    let input = match taken {
+        Some((object, old_object)) => input_from_parts(request, object, old_object),
+        None => input_from_request(request),
+    };
+    match input {
         Err(e) => {
             response.allowed = false;
             response.result = Status::failure(
@@ -153,6 +178,20 @@ fn string_at(v: &Value, pointer: &str) -> String {
 
 /// Read what the evaluator needs from an AdmissionReview's `request`.
 pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
+    input_from_parts(
+        request,
+        request.get("object").cloned(),
+        request.get("oldObject").cloned(),
+    )
+}
+
+/// [`input_from_request`] with the objects given apart (`request` may still
+/// hold them; they are not read from it).
+fn input_from_parts(
+    request: &Value,
+    object: Option<Value>,
+    old_object: Option<Value>,
+) -> Result<AdmissionInput, String> {
     let operation = match request.get("operation").and_then(Value::as_str) {
         Some("CREATE") => Operation::Create,
         Some("UPDATE") => Operation::Update,
@@ -168,8 +207,8 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
     {
         return Err("the request has no resource".into());
     }
-    let object = request.get("object").filter(|v| !v.is_null()).cloned();
-    let old_object = request.get("oldObject").filter(|v| !v.is_null()).cloned();
+    let object = object.filter(|v| !v.is_null());
+    let old_object = old_object.filter(|v| !v.is_null());
     for (name, v) in [("object", &object), ("oldObject", &old_object)] {
         if let Some(v) = v
             && !v.is_object()
@@ -216,11 +255,15 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
         name = n.to_string();
     }
     // CEL's `request` is the request without the objects (they have their own variables).
-    let mut cel_request = request.clone();
-    if let Value::Object(m) = &mut cel_request {
-        m.shift_remove("object");
-        m.shift_remove("oldObject");
-    }
+    let cel_request = match request {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "object" && *k != "oldObject")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
     Ok(AdmissionInput {
         operation,
         group: string_at(request, "/resource/group"),
