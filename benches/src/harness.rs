@@ -138,9 +138,13 @@ pub fn run_group(mode: &Mode, variants: &mut [Variant<'_>]) -> Vec<Stats> {
         }
         return Vec::new();
     }
+    // For a profile of one variant: `KATALOG_BENCH_ONLY=engine` times only
+    // the variants whose name contains it (the others report no calls).
+    let only = std::env::var("KATALOG_BENCH_ONLY").unwrap_or_default();
+    let runs = |v: &Variant<'_>| v.name.contains(only.as_str());
     let start = Instant::now();
     while start.elapsed() < mode.warm_up {
-        for v in variants.iter_mut() {
+        for v in variants.iter_mut().filter(|v| runs(v)) {
             black_box((v.run)());
         }
     }
@@ -151,6 +155,9 @@ pub fn run_group(mode: &Mode, variants: &mut [Variant<'_>]) -> Vec<Stats> {
         && (rounds < mode.min_rounds || start.elapsed() < mode.measure_time)
     {
         for (v, s) in variants.iter_mut().zip(samples.iter_mut()) {
+            if !runs(v) {
+                continue;
+            }
             let t = Instant::now();
             black_box((v.run)());
             s.push(t.elapsed());
