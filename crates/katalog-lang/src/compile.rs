@@ -645,23 +645,10 @@ impl Compiler<'_> {
         }
     }
 
-    fn push(
-        &mut self,
-        op: Op,
-        hub_paths: Vec<Path>,
-        spoke_paths: Vec<Path>,
-        proof: Proof,
-        origin: String,
-    ) -> RuleId {
+    /// Add a rule; its paths come from its operation ([`RuleIr::new`]).
+    fn push(&mut self, op: Op, proof: Proof, origin: String) -> RuleId {
         let id = RuleId(self.rules.len() as u32);
-        self.rules.push(RuleIr {
-            op,
-            hub_paths,
-            spoke_paths,
-            proof,
-            origin,
-            at: DocPath::default(),
-        });
+        self.rules.push(RuleIr::new(op, proof, origin));
         id
     }
 
@@ -736,8 +723,6 @@ impl Compiler<'_> {
                         hub: hub.clone(),
                         spoke: spoke.clone(),
                     },
-                    vec![hub],
-                    vec![spoke],
                     proof,
                     origin,
                 ))
@@ -785,10 +770,6 @@ impl Compiler<'_> {
                     ),
                     Side::Spoke => (scope.spoke_version.to_string(), None),
                 };
-                let (hp, sp) = match side {
-                    Side::Hub => (vec![path.clone()], vec![]),
-                    Side::Spoke => (vec![], vec![path.clone()]),
-                };
                 let proof = if s.lossy {
                     Proof::AcknowledgedLossy
                 } else {
@@ -802,8 +783,6 @@ impl Compiler<'_> {
                         section,
                         default,
                     },
-                    hp,
-                    sp,
                     proof,
                     origin,
                 ))
@@ -827,8 +806,6 @@ impl Compiler<'_> {
                         hub: hub.clone(),
                         value: d.value.clone(),
                     },
-                    vec![hub],
-                    vec![],
                     Proof::AcknowledgedLossy,
                     origin,
                 ))
@@ -841,18 +818,12 @@ impl Compiler<'_> {
                     k.lossy,
                     &format!("whatever `{path}` held is replaced by the constant on the way back"),
                 )?;
-                let (hp, sp) = match side {
-                    Side::Hub => (vec![path.clone()], vec![]),
-                    Side::Spoke => (vec![], vec![path.clone()]),
-                };
                 Some(self.push(
                     Op::Constant {
                         side,
                         path,
                         value: k.value.clone(),
                     },
-                    hp,
-                    sp,
                     Proof::AcknowledgedLossy,
                     origin,
                 ))
@@ -865,17 +836,7 @@ impl Compiler<'_> {
                     k.lossy,
                     &format!("`{path}` is dropped without being kept; use `stash` to keep it"),
                 )?;
-                let (hp, sp) = match side {
-                    Side::Hub => (vec![path.clone()], vec![]),
-                    Side::Spoke => (vec![], vec![path.clone()]),
-                };
-                Some(self.push(
-                    Op::Delete { side, path },
-                    hp,
-                    sp,
-                    Proof::AcknowledgedLossy,
-                    origin,
-                ))
+                Some(self.push(Op::Delete { side, path }, Proof::AcknowledgedLossy, origin))
             }
             Rule::EnumMap(e) => {
                 let hub = self.path(scope, &e.hub, &at.key("hub"), Side::Hub);
@@ -917,8 +878,6 @@ impl Compiler<'_> {
                         to_hub,
                         unmapped: e.unmapped,
                     },
-                    vec![hub],
-                    vec![spoke],
                     proof,
                     origin,
                 ))
@@ -964,8 +923,6 @@ impl Compiler<'_> {
                         hub_type: k.hub_type,
                         spoke_type: k.spoke_type,
                     },
-                    vec![hub],
-                    vec![spoke],
                     proof,
                     origin,
                 ))
@@ -981,7 +938,6 @@ impl Compiler<'_> {
                 } else {
                     Proof::Invertible
                 };
-                let part_paths = parts_paths(&parts);
                 Some(self.push(
                     Op::Split {
                         joined_side: Side::Hub,
@@ -994,8 +950,6 @@ impl Compiler<'_> {
                             section: scope.hub_version.to_string(),
                         }),
                     },
-                    vec![joined],
-                    part_paths,
                     proof,
                     origin,
                 ))
@@ -1011,7 +965,6 @@ impl Compiler<'_> {
                 } else {
                     Proof::Invertible
                 };
-                let part_paths = parts_paths(&parts);
                 Some(self.push(
                     Op::Split {
                         joined_side: Side::Spoke,
@@ -1024,8 +977,6 @@ impl Compiler<'_> {
                             section: scope.spoke_version.to_string(),
                         }),
                     },
-                    part_paths,
-                    vec![joined],
                     proof,
                     origin,
                 ))
@@ -1083,8 +1034,6 @@ impl Compiler<'_> {
                         spoke: spoke.clone(),
                         rules,
                     },
-                    vec![hub],
-                    vec![spoke],
                     proof,
                     origin,
                 ))
@@ -1138,8 +1087,6 @@ impl Compiler<'_> {
                 wrapped,
                 how,
             },
-            vec![hub],
-            vec![spoke],
             proof,
             origin,
         ))
@@ -1190,8 +1137,6 @@ impl Compiler<'_> {
                 map,
                 key: l.key.clone(),
             },
-            vec![hub],
-            vec![spoke],
             proof,
             origin,
         ))
@@ -1279,8 +1224,6 @@ impl Compiler<'_> {
                 to_spoke,
                 to_hub,
             },
-            vec![hub],
-            vec![spoke],
             proof,
             origin,
         ))
@@ -1459,14 +1402,6 @@ impl Compiler<'_> {
                 None
             }
         }
-    }
-}
-
-fn parts_paths(parts: &PartsIr) -> Vec<Path> {
-    match parts {
-        PartsIr::List(p) => vec![p.clone()],
-        PartsIr::Fields(ps) => ps.clone(),
-        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
     }
 }
 

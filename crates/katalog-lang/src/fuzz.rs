@@ -766,10 +766,14 @@ fn responsible(
         for id in rules {
             let rule = ir.rule(*id);
             let named = rule
-                .hub_paths
+                .paths(crate::ir::Side::Hub)
                 .iter()
                 .map(|p| hub_base.join(p))
-                .chain(rule.spoke_paths.iter().map(|p| spoke_base.join(p)));
+                .chain(
+                    rule.paths(crate::ir::Side::Spoke)
+                        .iter()
+                        .map(|p| spoke_base.join(p)),
+                );
             let stashes = matches!(
                 rule.op,
                 crate::ir::Op::Stash { .. } | crate::ir::Op::Split { .. }

@@ -103,13 +103,15 @@ pub struct RemainderIr {
     pub origin: String,
 }
 
+/// One compiled rule. Its read and write paths are derived from its
+/// operation by [`RuleIr::new`], never passed beside it.
 #[derive(Debug)]
 pub struct RuleIr {
     pub op: Op,
     /// Paths on the hub side: read on the way down, written on the way up.
-    pub hub_paths: Vec<Path>,
+    hub_paths: Vec<Path>,
     /// Paths on the spoke side: written on the way down, read on the way up.
-    pub spoke_paths: Vec<Path>,
+    spoke_paths: Vec<Path>,
     pub proof: Proof,
     /// Where the rule was written, e.g. `crontab.yaml:12:11 (rename)`.
     pub origin: String,
@@ -119,6 +121,27 @@ pub struct RuleIr {
 }
 
 impl RuleIr {
+    /// A rule of this operation, its paths on each side derived from it.
+    pub fn new(op: Op, proof: Proof, origin: String) -> RuleIr {
+        RuleIr {
+            hub_paths: op.paths(Side::Hub),
+            spoke_paths: op.paths(Side::Spoke),
+            op,
+            proof,
+            origin,
+            at: DocPath::default(),
+        }
+    }
+
+    /// The paths the rule names on `side` (relative to the element, for a
+    /// rule under a `forEach`).
+    pub fn paths(&self, side: Side) -> &[Path] {
+        match side {
+            Side::Hub => &self.hub_paths,
+            Side::Spoke => &self.spoke_paths,
+        }
+    }
+
     /// Paths read when converting in `dir`.
     pub fn reads(&self, dir: Direction) -> &[Path] {
         match dir {
@@ -165,6 +188,17 @@ pub enum PartsIr {
     List(Path),
     Fields(Vec<Path>),
     Named(Vec<(String, Path)>),
+}
+
+impl PartsIr {
+    /// Where each piece goes.
+    pub fn paths(&self) -> Vec<Path> {
+        match self {
+            PartsIr::List(p) => vec![p.clone()],
+            PartsIr::Fields(ps) => ps.clone(),
+            PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,6 +283,67 @@ pub enum Op {
         to_spoke: CelProgram,
         to_hub: CelProgram,
     },
+}
+
+impl Op {
+    /// The paths this operation names on `side`: what it reads when a
+    /// conversion starts from that side, and writes when it ends there.
+    /// (The stash annotations a rule keeps are on neither side: see
+    /// [`crate::conversion::touch`].)
+    pub fn paths(&self, side: Side) -> Vec<Path> {
+        let on = |s: Side, p: &Path| if s == side { vec![p.clone()] } else { vec![] };
+        let pick = |hub: &Path, spoke: &Path| match side {
+            Side::Hub => vec![hub.clone()],
+            Side::Spoke => vec![spoke.clone()],
+        };
+        match self {
+            Op::Move { hub, spoke }
+            | Op::EnumMap { hub, spoke, .. }
+            | Op::Coerce { hub, spoke, .. }
+            | Op::ForEach { hub, spoke, .. }
+            | Op::Cel { hub, spoke, .. } => pick(hub, spoke),
+            Op::Stash { side: s, path, .. }
+            | Op::Constant { side: s, path, .. }
+            | Op::Delete { side: s, path } => on(*s, path),
+            Op::Default { hub, .. } => on(Side::Hub, hub),
+            Op::Split {
+                joined_side,
+                joined,
+                parts,
+                ..
+            } => {
+                if *joined_side == side {
+                    vec![joined.clone()]
+                } else {
+                    parts.paths()
+                }
+            }
+            Op::Wrap {
+                wrapped_side,
+                plain,
+                wrapped,
+                ..
+            } => {
+                if *wrapped_side == side {
+                    vec![wrapped.clone()]
+                } else {
+                    vec![plain.clone()]
+                }
+            }
+            Op::ListMap {
+                list_side,
+                list,
+                map,
+                ..
+            } => {
+                if *list_side == side {
+                    vec![list.clone()]
+                } else {
+                    vec![map.clone()]
+                }
+            }
+        }
+    }
 }
 
 impl Ir {
@@ -562,5 +657,91 @@ impl Ir {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Path {
+        Path::parse(text).unwrap()
+    }
+
+    fn shown(paths: &[Path]) -> Vec<String> {
+        paths.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn a_rule_derives_its_paths_on_each_side_from_its_operation() {
+        let cases = [
+            (
+                Op::Move {
+                    hub: p("spec.a"),
+                    spoke: p("spec.b"),
+                },
+                vec!["spec.a"],
+                vec!["spec.b"],
+            ),
+            (
+                Op::Stash {
+                    side: Side::Hub,
+                    path: p("spec.x"),
+                    annotation: "katalog.dev/stash".into(),
+                    section: "v1".into(),
+                    default: None,
+                },
+                vec!["spec.x"],
+                vec![],
+            ),
+            (
+                Op::Delete {
+                    side: Side::Spoke,
+                    path: p("spec.y"),
+                },
+                vec![],
+                vec!["spec.y"],
+            ),
+            (
+                Op::Wrap {
+                    wrapped_side: Side::Spoke,
+                    plain: p("spec.image"),
+                    wrapped: p("spec.container"),
+                    how: WrapHow::Key("image".into()),
+                },
+                vec!["spec.image"],
+                vec!["spec.container"],
+            ),
+            (
+                Op::Split {
+                    joined_side: Side::Hub,
+                    joined: p("spec.window"),
+                    parts: PartsIr::Fields(vec![p("spec.start"), p("spec.end")]),
+                    splitter: Splitter::Separator("-".into()),
+                    placeholder: None,
+                    marker: None,
+                },
+                vec!["spec.window"],
+                vec!["spec.start", "spec.end"],
+            ),
+            (
+                Op::ListMap {
+                    list_side: Side::Spoke,
+                    list: p("spec.ports"),
+                    map: p("spec.portMap"),
+                    key: "name".into(),
+                },
+                vec!["spec.portMap"],
+                vec!["spec.ports"],
+            ),
+        ];
+        for (op, hub, spoke) in cases {
+            let shown_op = op.to_string();
+            let rule = RuleIr::new(op, Proof::Invertible, "t.yaml:1:1".into());
+            assert_eq!(shown(rule.paths(Side::Hub)), hub, "{shown_op}");
+            assert_eq!(shown(rule.paths(Side::Spoke)), spoke, "{shown_op}");
+            assert_eq!(rule.reads(Direction::Down), rule.paths(Side::Hub));
+            assert_eq!(rule.writes(Direction::Down), rule.paths(Side::Spoke));
+        }
     }
 }

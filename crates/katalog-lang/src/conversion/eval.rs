@@ -493,7 +493,8 @@ impl Ctx<'_> {
                     if let Some(first) = first {
                         input[0] = Some(first);
                     }
-                    let pieces: Vec<(Path, Value)> = parts_paths(parts)
+                    let pieces: Vec<(Path, Value)> = parts
+                        .paths()
                         .into_iter()
                         .zip(input)
                         .filter_map(|(p, v)| v.map(|v| (p, v)))
@@ -680,14 +681,6 @@ fn parent_exists(path: &Path, obj: &Value) -> bool {
     match path.segments().split_last() {
         Some((_, parent)) => Path::from_segments(parent.to_vec()).get(obj).is_some(),
         None => true,
-    }
-}
-
-fn parts_paths(parts: &PartsIr) -> Vec<Path> {
-    match parts {
-        PartsIr::List(p) => vec![p.clone()],
-        PartsIr::Fields(ps) => ps.clone(),
-        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
     }
 }
 

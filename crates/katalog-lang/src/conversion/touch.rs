@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ir::{Ir, Op, PartsIr, ResourceIr, RuleId};
+use crate::ir::{Ir, Op, ResourceIr, RuleId, Side};
 use crate::path::{Path, Segment};
 
 /// The parts of an object a conversion reads or writes.
@@ -183,11 +183,10 @@ fn rules(ir: &Ir, ids: &[RuleId], top: bool, touch: &mut Touch) -> Option<()> {
     for id in ids {
         let rule = ir.rule(*id);
         if top {
-            for p in rule.hub_paths.iter().chain(&rule.spoke_paths) {
-                touch.add(p);
-            }
-            for p in op_paths(&rule.op) {
-                touch.add(p);
+            for side in [Side::Hub, Side::Spoke] {
+                for p in rule.paths(side) {
+                    touch.add(p);
+                }
             }
         }
         match &rule.op {
@@ -201,32 +200,6 @@ fn rules(ir: &Ir, ids: &[RuleId], top: bool, touch: &mut Touch) -> Option<()> {
         }
     }
     Some(())
-}
-
-/// The paths an operation names, on both sides.
-fn op_paths(op: &Op) -> Vec<&Path> {
-    match op {
-        Op::Move { hub, spoke }
-        | Op::EnumMap { hub, spoke, .. }
-        | Op::Coerce { hub, spoke, .. }
-        | Op::ForEach { hub, spoke, .. }
-        | Op::Cel { hub, spoke, .. } => vec![hub, spoke],
-        Op::Stash { path, .. } | Op::Constant { path, .. } | Op::Delete { path, .. } => {
-            vec![path]
-        }
-        Op::Default { hub, .. } => vec![hub],
-        Op::Split { joined, parts, .. } => {
-            let mut out = vec![joined];
-            match parts {
-                PartsIr::List(p) => out.push(p),
-                PartsIr::Fields(ps) => out.extend(ps),
-                PartsIr::Named(ps) => out.extend(ps.iter().map(|(_, p)| p)),
-            }
-            out
-        }
-        Op::Wrap { plain, wrapped, .. } => vec![plain, wrapped],
-        Op::ListMap { list, map, .. } => vec![list, map],
-    }
 }
 
 #[cfg(test)]
