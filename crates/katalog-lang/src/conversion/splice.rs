@@ -508,10 +508,8 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_, 'de, '_> {
                     let Some(raw) = seq.next_element::<&'de RawValue>()? else {
                         return Ok(());
                     };
-                    let mut identity = Touch::default();
-                    identity.add(&crate::path::Path::root().child("apiVersion"));
-                    identity.add(&crate::path::Path::root().child("kind"));
-                    let head = partial(raw, &identity, &mut state.holes).map_err(|_| give_up())?;
+                    let head = partial(raw, &Touch::identity(), &mut state.holes)
+                        .map_err(|_| give_up())?;
                     let key = plan_key(&head, self.desired).ok_or_else(give_up)?;
                     let resource = ir.resource(&key.0, &key.1).ok_or_else(give_up)?;
                     resource.version(to).ok_or_else(give_up)?;
@@ -548,9 +546,7 @@ fn two_passes(ir: &Ir, text: &str) -> Option<Spliced> {
     let desired = envelope.request.desired_api_version.as_str();
     let mut answers = Answers::new(text.len());
     let mut plans: HashMap<PlanKey, Option<Touch>> = HashMap::new();
-    let mut identity = Touch::default();
-    identity.add(&crate::path::Path::root().child("apiVersion"));
-    identity.add(&crate::path::Path::root().child("kind"));
+    let identity = Touch::identity();
     for raw in &envelope.request.objects {
         let mut holes = Vec::new();
         let head = partial(raw, &identity, &mut holes).ok()?;

@@ -32,6 +32,16 @@ pub struct Touch {
 }
 
 impl Touch {
+    /// What telling any object's conversion apart needs: `apiVersion` and
+    /// `kind`.
+    pub fn identity() -> Touch {
+        let mut touch = Touch::default();
+        for key in ["apiVersion", "kind"] {
+            touch.add(&Path::root().child(key));
+        }
+        touch
+    }
+
     /// Everything under this key is touched.
     pub fn is_whole(&self) -> bool {
         self.whole
@@ -136,10 +146,7 @@ impl Touch {
 /// `to` touches, or `None` when it touches the whole object (CEL rules, a
 /// whole-remainder stash).
 pub fn conversion(ir: &Ir, resource: &ResourceIr, from: &str, to: &str) -> Option<Touch> {
-    let mut touch = Touch::default();
-    for key in ["apiVersion", "kind"] {
-        touch.add(&Path::root().child(key));
-    }
+    let mut touch = Touch::identity();
     if from == to {
         return Some(touch);
     }
