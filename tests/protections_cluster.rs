@@ -115,20 +115,21 @@ fn label_of(env: &TestEnv, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-#[test]
-fn every_way_round_the_protections_is_denied() {
-    let env = start_env("protections-matrix");
-    let katalog = Katalog::start(&repo_path("katalogs/protections.yaml"));
+/// Serve the Katalog at `katalog_path` with the Database and Bucket CRDs,
+/// the `data-prod` and `katalog-system` namespaces, and its admission
+/// webhooks registered as `name`; returns once the protections answer.
+fn protected_databases(env: &TestEnv, katalog_path: &std::path::Path, name: &str) -> Katalog {
+    let katalog = Katalog::start(katalog_path);
     apply_crds(
-        &env,
+        env,
         &fixture("protections.yaml"),
         &["databases.data.example.com", "buckets.storage.example.com"],
     );
     for ns in ["data-prod", "katalog-system"] {
         ok(env.kubectl(["create", "namespace", ns]));
     }
-    let reg = registration("katalog-matrix", &katalog.url());
-    register_admission(&env, &katalog.ir, &reg);
+    let reg = registration(name, &katalog.url());
+    register_admission(env, &katalog.ir, &reg);
     eventually(
         "the protections are called",
         Duration::from_secs(30),
@@ -142,6 +143,18 @@ fn every_way_round_the_protections_is_denied() {
                 .then_some(())
                 .ok_or(stderr)
         },
+    );
+    katalog
+}
+
+#[test]
+fn every_way_round_the_protections_is_denied() {
+    let env = start_env("protections-matrix");
+    // Kept to the end of the test: dropping it stops the server.
+    let _katalog = protected_databases(
+        &env,
+        &repo_path("katalogs/protections.yaml"),
+        "katalog-matrix",
     );
     ok(create(&env, &database("data-prod", "orders")));
 
@@ -507,33 +520,10 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
     )
     .expect("copying protections.yaml");
     std::fs::write(dir.path("immutable.yaml"), IMMUTABLE_DATABASE).expect("writing the Katalog");
-    let katalog = Katalog::start(&dir.path(""));
-    apply_crds(
-        &env,
-        &fixture("protections.yaml"),
-        &["databases.data.example.com", "buckets.storage.example.com"],
-    );
-    for ns in ["data-prod", "katalog-system"] {
-        ok(env.kubectl(["create", "namespace", ns]));
-    }
-    let reg = registration("katalog-subresources", &katalog.url());
-    register_admission(&env, &katalog.ir, &reg);
+    // Kept to the end of the test: dropping it stops the server.
+    let _katalog = protected_databases(&env, &dir.path(""), "katalog-subresources");
     let mut orders = database("data-prod", "orders");
     orders["spec"]["replicas"] = json!(3);
-    eventually(
-        "the protections are called",
-        Duration::from_secs(30),
-        || {
-            let out = env.kubectl_stdin(
-                ["create", "--dry-run=server", "-f", "-"],
-                database("default", "probe").to_string(),
-            );
-            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            (!out.status.success() && stderr.contains("[namespace-protection]"))
-                .then_some(())
-                .ok_or(stderr)
-        },
-    );
     ok(create(&env, &orders));
     // A status field may be set once (it was not set before).
     let status = |extra: &str| {
@@ -1085,30 +1075,11 @@ fn deleting_the_namespace_of_a_protected_object_stops_at_the_object() {
         "[{t}] control plane with kube-controller-manager ready in {}",
         secs(started.elapsed())
     );
-    let katalog = Katalog::start(&repo_path("katalogs/protections.yaml"));
-    apply_crds(
+    // Kept to the end of the test: dropping it stops the server.
+    let _katalog = protected_databases(
         &env,
-        &fixture("protections.yaml"),
-        &["databases.data.example.com", "buckets.storage.example.com"],
-    );
-    for ns in ["data-prod", "katalog-system"] {
-        ok(env.kubectl(["create", "namespace", ns]));
-    }
-    let reg = registration("katalog-namespace", &katalog.url());
-    register_admission(&env, &katalog.ir, &reg);
-    eventually(
-        "the protections are called",
-        Duration::from_secs(30),
-        || {
-            let out = env.kubectl_stdin(
-                ["create", "--dry-run=server", "-f", "-"],
-                database("default", "probe").to_string(),
-            );
-            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            (!out.status.success() && stderr.contains("[namespace-protection]"))
-                .then_some(())
-                .ok_or(stderr)
-        },
+        &repo_path("katalogs/protections.yaml"),
+        "katalog-namespace",
     );
     ok(create(&env, &database("data-prod", "orders")));
     // Two unprotected Databases, listed before and after the protected one.
