@@ -306,15 +306,30 @@ impl CelProgram {
         out
     }
 
-    /// The field paths the expression selects with dots on the identifier
-    /// `root`: `object.spec.replicas` gives `["spec", "replicas"]`. Each
-    /// chain is cut at its first step that is not a field selection (an
-    /// index, a call, `.?` optional selection); a chain that selects nothing
-    /// is left out. In source order, each once.
-    pub fn selections_on(&self, root: &str) -> Vec<Vec<String>> {
-        let mut out = Vec::new();
-        walk_selections(&self.inner.ast, root, &mut out);
-        out
+    /// The field paths the expression selects below the given roots, each
+    /// root an identifier and the path it stands for (`("object", "")`,
+    /// `("element", "spec.containers[*]")`). A chain of selections (`.f`,
+    /// `.?f`, `has(x.f)`), literal indexes (`['k']` is a key, `[0]` an
+    /// index) and other indexes (`[i]`, any element) extends the path; a
+    /// comprehension over a selected list (`all`, `exists`, `map`, `filter`,
+    /// ...) binds its variable to the list's elements (`[*]`), and its index
+    /// or key variable to nothing. Only the longest chains are returned, in
+    /// source order, each once; a root alone is left out.
+    pub fn selections(&self, roots: &[(&str, &crate::path::Path)]) -> Vec<crate::path::Path> {
+        let mut walk = SelectionWalk {
+            roots,
+            bound: Vec::new(),
+            out: Vec::new(),
+        };
+        walk.walk(&self.inner.ast);
+        let all = walk.out;
+        all.iter()
+            .filter(|p| {
+                !all.iter()
+                    .any(|q| q.len() > p.len() && q.segments()[..p.len()] == *p.segments())
+            })
+            .cloned()
+            .collect()
     }
 
     /// Evaluates with the given variables bound (JSON values converted to CEL
@@ -879,56 +894,114 @@ fn walk_field_uses(expr: &IdedExpr, out: &mut Vec<(String, Option<Vec<String>>)>
     }
 }
 
-fn walk_selections(expr: &IdedExpr, root: &str, out: &mut Vec<Vec<String>>) {
-    match &expr.expr {
-        Expr::Select(select) => {
-            let mut fields = vec![select.field.clone()];
-            let mut operand = &select.operand;
-            while let Expr::Select(inner) = &operand.expr {
-                fields.push(inner.field.clone());
-                operand = &inner.operand;
+/// What [`CelProgram::selections`] walks with: the roots, the
+/// comprehension variables in scope (innermost last; `None` for one that
+/// stands for no field), and the chains found so far.
+struct SelectionWalk<'r> {
+    roots: &'r [(&'r str, &'r crate::path::Path)],
+    bound: Vec<(String, Option<Vec<crate::path::Segment>>)>,
+    out: Vec<crate::path::Path>,
+}
+
+impl SelectionWalk<'_> {
+    /// The path `expr` stands for, if it is a root, a bound variable, or a
+    /// chain of selections and indexes on one.
+    fn resolve(&self, expr: &IdedExpr) -> Option<Vec<crate::path::Segment>> {
+        use crate::path::Segment;
+        match &expr.expr {
+            Expr::Ident(name) => match self.bound.iter().rev().find(|(n, _)| n == name) {
+                Some((_, path)) => path.clone(),
+                None => self
+                    .roots
+                    .iter()
+                    .find(|(root, _)| root == name)
+                    .map(|(_, path)| path.segments().to_vec()),
+            },
+            Expr::Select(select) => {
+                let mut path = self.resolve(&select.operand)?;
+                path.push(Segment::Key(select.field.clone()));
+                Some(path)
             }
-            if matches!(&operand.expr, Expr::Ident(n) if n == root) {
-                fields.reverse();
-                if !out.contains(&fields) {
-                    out.push(fields);
+            Expr::Call(call)
+                if call.target.is_none()
+                    && call.args.len() == 2
+                    && [
+                        operators::INDEX,
+                        operators::OPT_INDEX,
+                        operators::OPT_SELECT,
+                    ]
+                    .contains(&call.func_name.as_str()) =>
+            {
+                let mut path = self.resolve(&call.args[0])?;
+                path.push(match &call.args[1].expr {
+                    Expr::Literal(LiteralValue::String(key)) => {
+                        Segment::Key(key.inner().to_string())
+                    }
+                    Expr::Literal(LiteralValue::Int(i)) => {
+                        usize::try_from(*i.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    Expr::Literal(LiteralValue::UInt(u)) => {
+                        usize::try_from(*u.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    _ => Segment::Wildcard,
+                });
+                Some(path)
+            }
+            _ => None,
+        }
+    }
+
+    fn walk(&mut self, expr: &IdedExpr) {
+        if let Some(path) = self.resolve(expr) {
+            let path = crate::path::Path::from_segments(path);
+            let is_root = self.roots.iter().any(|(_, root)| **root == path);
+            if !is_root && !self.out.contains(&path) {
+                self.out.push(path);
+            }
+        }
+        match &expr.expr {
+            Expr::Select(select) => self.walk(&select.operand),
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target);
                 }
-            } else {
-                walk_selections(operand, root, out);
-            }
-        }
-        Expr::Call(call) => {
-            if let Some(target) = &call.target {
-                walk_selections(target, root, out);
-            }
-            for arg in &call.args {
-                walk_selections(arg, root, out);
-            }
-        }
-        Expr::List(list) => list
-            .elements
-            .iter()
-            .for_each(|e| walk_selections(e, root, out)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(e) = &entry.expr {
-                    walk_selections(&e.key, root, out);
-                    walk_selections(&e.value, root, out);
+                for arg in &call.args {
+                    self.walk(arg);
                 }
             }
-        }
-        Expr::Comprehension(c) => {
-            for e in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                walk_selections(e, root, out);
+            Expr::List(list) => list.elements.iter().for_each(|e| self.walk(e)),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(e) = &entry.expr {
+                        self.walk(&e.key);
+                        self.walk(&e.value);
+                    }
+                }
             }
+            Expr::Comprehension(c) => {
+                self.walk(&c.iter_range);
+                self.walk(&c.accu_init);
+                let elements = self.resolve(&c.iter_range).map(|mut path| {
+                    path.push(crate::path::Segment::Wildcard);
+                    path
+                });
+                let before = self.bound.len();
+                match &c.iter_var2 {
+                    // Two variables: an index (or key) and the element.
+                    Some(value) => {
+                        self.bound.push((c.iter_var.clone(), None));
+                        self.bound.push((value.clone(), elements));
+                    }
+                    None => self.bound.push((c.iter_var.clone(), elements)),
+                }
+                self.bound.push((c.accu_var.clone(), None));
+                for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                    self.walk(e);
+                }
+                self.bound.truncate(before);
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
         }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
     }
 }
 
@@ -2306,5 +2379,73 @@ mod tests {
                 let _ = p.eval_bool(&[("self", &v)]);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use super::CelProgram;
+    use crate::path::Path;
+
+    /// The selections of `expr` from `object` and `element` (standing for
+    /// `spec.containers[*]`), printed.
+    fn selections(expr: &str) -> Vec<String> {
+        let root = Path::root();
+        let element = Path::parse("spec.containers[*]").unwrap();
+        CelProgram::compile(expr)
+            .unwrap()
+            .selections(&[("object", &root), ("element", &element)])
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn chains_are_followed_through_selections_and_indexes() {
+        assert_eq!(
+            selections("has(object.spec.a) && object.spec.b.c > 1"),
+            ["spec.a", "spec.b.c"]
+        );
+        assert_eq!(
+            selections("object.spec.list[0].x == object['spec'].?y.orValue(1)"),
+            ["spec.list[0].x", "spec.y"]
+        );
+        assert_eq!(
+            selections("object.spec.m[object.spec.k] == 1"),
+            ["spec.m[*]", "spec.k"]
+        );
+        // Only the longest chain of each; a root alone is no selection.
+        assert_eq!(
+            selections("object.spec == object.spec.a || object == element"),
+            ["spec.a"]
+        );
+        assert_eq!(
+            selections("element.image != ''"),
+            ["spec.containers[*].image"]
+        );
+    }
+
+    #[test]
+    fn comprehension_variables_stand_for_the_elements() {
+        assert_eq!(
+            selections("object.spec.containers.all(c, c.image != '')"),
+            ["spec.containers[*].image"]
+        );
+        // Nested, and shadowing a root.
+        assert_eq!(
+            selections("object.spec.a.exists(object, object.b.all(x, x.c == 1))"),
+            ["spec.a[*].b[*].c"]
+        );
+        // Over something that is not a field: not followed.
+        assert_eq!(selections("[object.spec.a].all(c, c.x == 1)"), ["spec.a"]);
+        assert!(
+            selections("object.spec.a.map(c, c.b).all(d, d.e == 1)")
+                .contains(&"spec.a[*].b".to_string())
+        );
+        assert!(
+            !selections("object.spec.a.map(c, c.b).all(d, d.e == 1)")
+                .iter()
+                .any(|s| s.contains(".e"))
+        );
     }
 }

@@ -40,6 +40,10 @@ struct CelScope {
     variables: Vec<String>,
     /// Inside `forEach`: `element` and `elementIndex`.
     element: bool,
+    /// Inside `forEach`, the elements' path (`spec.containers[*]`), which
+    /// the rule's relative paths are checked below; `None` when the
+    /// `forEach.path` does not parse.
+    element_base: Option<Path>,
 }
 
 /// What every admission expression sees.
@@ -66,15 +70,22 @@ impl Ctx<'_> {
 
     /// An expression without `self` (conditions, messages, variables, values).
     fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        self.cel_bound(expr, at, false)
+        self.cel_bound(expr, at, false, None)
     }
 
-    /// An expression on a checked value (`check.cel`): `self` is bound.
-    fn cel_self(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        self.cel_bound(expr, at, true)
+    /// An expression on a checked value (`check.cel`): `self` is bound, to
+    /// the values of `path` (relative to the element inside `forEach`).
+    fn cel_self(&mut self, expr: &str, at: &DocPath, path: &Path) -> Option<CelProgram> {
+        self.cel_bound(expr, at, true, Some(path))
     }
 
-    fn cel_bound(&mut self, expr: &str, at: &DocPath, with_self: bool) -> Option<CelProgram> {
+    fn cel_bound(
+        &mut self,
+        expr: &str,
+        at: &DocPath,
+        with_self: bool,
+        self_path: Option<&Path>,
+    ) -> Option<CelProgram> {
         let prog = match CelProgram::compile(expr) {
             Ok(p) => p,
             Err(e) => {
@@ -127,10 +138,28 @@ impl Ctx<'_> {
             )
             .help = Some(help);
         }
-        // Field selections on `object`, where the schema is known.
-        for fields in prog.selections_on("object") {
-            let path = Path::from_segments(fields.into_iter().map(Segment::Key).collect());
-            self.check_schema(&path, at);
+        // Field selections on the object, where the schema is known.
+        let root = Path::root();
+        let element = self.scope.element_base.clone();
+        let checked = self_path.map(|p| match &element {
+            Some(base) => base.join(p),
+            None => p.clone(),
+        });
+        let mut roots = vec![("object", &root), ("oldObject", &root)];
+        if let Some(base) = &element {
+            roots.push(("element", base));
+        }
+        // A checked path the schema lacks is reported at the rule's `path`.
+        if let Some(p) = checked
+            .as_ref()
+            .filter(|p| self.schema_problems(p).is_empty())
+        {
+            roots.push(("self", p));
+        }
+        if !self.scope.element || element.is_some() {
+            for path in prog.selections(&roots) {
+                self.check_schema_at(&path, at);
+            }
         }
         (self.diags.len() == before).then_some(prog)
     }
@@ -153,13 +182,41 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
-    /// Report a path the schema of a declared resource the rule selects
-    /// does not declare. Paths relative to a `forEach` element are not
-    /// checked yet.
+    /// Enter the body of a rule with (or without) `forEach`: `element` is
+    /// bound, and relative paths are checked below the list's elements.
+    fn enter_for_each(&mut self, f: Option<&ForEach>) {
+        self.scope.element = f.is_some();
+        // A list the schema does not declare is reported once, at the
+        // `forEach.path`, not again at every path below it.
+        self.scope.element_base = f
+            .and_then(|f| Path::parse(&f.path).ok())
+            .map(elements_of)
+            .filter(|base| self.schema_problems(base).is_empty());
+    }
+
+    /// Report a path of the rule (relative to the element inside
+    /// `forEach`) that the schema of a declared resource the rule selects
+    /// does not declare.
     fn check_schema(&mut self, path: &Path, at: &DocPath) {
-        if self.scope.element {
-            return;
+        if !self.scope.element {
+            return self.check_schema_at(path, at);
         }
+        if let Some(base) = self.scope.element_base.clone() {
+            self.check_schema_at(&base.join(path), at);
+        }
+    }
+
+    /// Report a path from the object's root that the schema of a declared
+    /// resource the rule selects does not declare.
+    fn check_schema_at(&mut self, path: &Path, at: &DocPath) {
+        for (message, help) in self.schema_problems(path) {
+            self.error(at, ErrorKind::Schema, message).help = Some(help);
+        }
+    }
+
+    /// Why the schemas of the declared resources the rule selects cannot
+    /// hold `path` (from the object's root): a message and a help each.
+    fn schema_problems(&self, path: &Path) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         for t in &self.targets {
             let Some(r) = self
@@ -180,9 +237,7 @@ impl Ctx<'_> {
             let version = format!("{} {}", r.kind, t.version);
             problems.extend(crate::schema::path_problem(schema, path, &version));
         }
-        for (message, help) in problems {
-            self.error(at, ErrorKind::Schema, message).help = Some(help);
-        }
+        problems
     }
 }
 
@@ -272,6 +327,7 @@ pub fn compile(
             scope: CelScope {
                 variables: ir.variables.iter().map(|(n, _)| n.clone()).collect(),
                 element: false,
+                element_base: None,
             },
             schemas,
             targets: Vec::new(),
@@ -300,6 +356,7 @@ pub fn compile(
         let rule_scope = CelScope {
             variables: all_wide.clone(),
             element: false,
+            element_base: None,
         };
         for (i, v) in &doc.validations {
             ctx.scope = rule_scope.clone();
@@ -740,7 +797,8 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         ctx.error(at, ErrorKind::Shape, "a `path` condition needs a `check`");
         return None;
     };
-    let mut check = check(ctx, check_doc, &at.key("check"))?;
+    let checked = paths.first().cloned().unwrap_or_default();
+    let mut check = check(ctx, check_doc, &checked, &at.key("check"))?;
     check.quantifier = quantifier(ctx, c.quantifier, &paths, at)?;
     if check.immutable {
         ctx.error(
@@ -760,7 +818,8 @@ fn number(n: &serde_json::Number) -> f64 {
     n.as_f64().unwrap_or(f64::NAN)
 }
 
-fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
+/// The tests of `c` on the values of `checked` (`self` in its CEL).
+fn check(ctx: &mut Ctx, c: &Check, checked: &Path, at: &DocPath) -> Option<CheckIr> {
     let mut ok = true;
     let mut ir = CheckIr {
         exists: c.exists,
@@ -828,7 +887,7 @@ fn check(ctx: &mut Ctx, c: &Check, at: &DocPath) -> Option<CheckIr> {
         }
     }
     if let Some(expr) = &c.cel {
-        match ctx.cel_self(expr, &at.key("cel")) {
+        match ctx.cel_self(expr, &at.key("cel"), checked) {
             Some(p) => ir.cel = Some(p),
             None => ok = false,
         }
@@ -876,7 +935,11 @@ fn quantifier(
 }
 
 fn for_each(ctx: &mut Ctx, f: &ForEach, all_containers: bool, at: &DocPath) -> Option<ForEachIr> {
-    let mut list = ctx.path(&f.path, &at.key("path"))?;
+    // The list's own path is from the object's root.
+    let inside = std::mem::replace(&mut ctx.scope.element, false);
+    let list = ctx.path(&f.path, &at.key("path"));
+    ctx.scope.element = inside;
+    let mut list = list?;
     if list.is_root() {
         ctx.error(
             &at.key("path"),
@@ -885,11 +948,7 @@ fn for_each(ctx: &mut Ctx, f: &ForEach, all_containers: bool, at: &DocPath) -> O
         );
         return None;
     }
-    if !matches!(list.segments().last(), Some(Segment::Wildcard)) {
-        let mut segs = list.segments().to_vec();
-        segs.push(Segment::Wildcard);
-        list = Path::from_segments(segs);
-    }
+    list = elements_of(list);
     let lists = if all_containers {
         match expand_containers(&list) {
             Some(all) => all,
@@ -906,6 +965,17 @@ fn for_each(ctx: &mut Ctx, f: &ForEach, all_containers: bool, at: &DocPath) -> O
         None => None,
     };
     Some(ForEachIr { lists, when })
+}
+
+/// The elements of a `forEach` list: `spec.containers` and
+/// `spec.containers[*]` both give `spec.containers[*]`.
+fn elements_of(list: Path) -> Path {
+    if matches!(list.segments().last(), Some(Segment::Wildcard)) {
+        return list;
+    }
+    let mut segs = list.segments().to_vec();
+    segs.push(Segment::Wildcard);
+    Path::from_segments(segs)
 }
 
 /// `spec.containers[*]...` also as `initContainers` and `ephemeralContainers`.
@@ -970,7 +1040,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     );
     let mut paths = Vec::new();
     let outer = ctx.scope.clone();
-    ctx.scope.element = v.for_each.is_some();
+    ctx.enter_for_each(v.for_each.as_ref());
     let for_each = v
         .for_each
         .as_ref()
@@ -999,7 +1069,8 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
             "`allContainers` needs a `path` through `containers[*]`",
         );
     }
-    let mut check = check(ctx, &v.check, &at.key("check"));
+    let checked = paths.first().cloned().unwrap_or_default();
+    let mut check = check(ctx, &v.check, &checked, &at.key("check"));
     if let Some(c) = &mut check {
         match quantifier(ctx, v.quantifier, &paths, at) {
             Some(q) => c.quantifier = q,
@@ -1027,6 +1098,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     // The rule's variables see the Katalog-wide ones and their predecessors.
     ctx.scope = CelScope {
         element: false,
+        element_base: None,
         ..outer.clone()
     };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
@@ -1091,7 +1163,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         at,
     );
     // Below the match, `forEach` binds `element` and `elementIndex`.
-    ctx.scope.element = m.for_each.is_some();
+    ctx.enter_for_each(m.for_each.as_ref());
     let mut ops = Vec::new();
     let given = [
         m.default.is_some(),
