@@ -324,6 +324,15 @@ impl Walk<'_> {
         self.errors += 1;
     }
 
+    /// A difference that loses nothing but changes what a client sees.
+    fn warn(&mut self, at: &DocPath, message: String, help: Option<String>) {
+        let mut d = Diagnostic::new(ErrorKind::Schema, message)
+            .warning()
+            .at(self.doc.locate(at), Some(&self.doc.source));
+        d.help = help;
+        self.diags.push(d);
+    }
+
     fn rule_at(&self, id: RuleId, key: Option<&str>) -> DocPath {
         let rule = self.ir.rule(id);
         let at = match rule.at.0.is_empty() {
@@ -663,6 +672,27 @@ impl Walk<'_> {
                 ),
             );
             return;
+        }
+        if matches!(self.dir, Direction::Down)
+            && let Some(d) = &t.default
+            && s.default.as_ref() != Some(d)
+        {
+            let (at, rule) = self.cause_at(cause);
+            let theirs = match &s.default {
+                Some(x) => format!("defaults to {}", crate::json::show(x)),
+                None => "has no default".to_string(),
+            };
+            self.warn(
+                &at,
+                format!(
+                    "`{tp}` of {} defaults to {} but `{sp}` of {} {theirs}{rule}: a {} client that reads an object without it and writes it back stores the default",
+                    self.to,
+                    crate::json::show(d),
+                    self.from,
+                    self.to
+                ),
+                Some("give both versions the same default (or none)".into()),
+            );
         }
         if t.opaque.is_some() {
             // Whatever fits the source lands in a unit the target keeps.
@@ -1196,10 +1226,16 @@ pub fn value_problem(node: &SchemaNode, value: &Value) -> Option<String> {
     None
 }
 
-/// Why a value the source schema allows may be one the target refuses, by
-/// `pattern`, `minLength`/`maxLength` or `multipleOf` (a source `enum` is
-/// checked value by value); `None` when the target is not stricter.
+/// Why a value the source schema allows may be one the target refuses (or
+/// prunes), by `nullable`, `pattern`, `format`, `minLength`/`maxLength`,
+/// `minimum`/`maximum`, `multipleOf` or `minItems`/`maxItems` (a source
+/// `enum` is checked value by value); `None` when the target is not stricter.
 fn stricter(s: &SchemaNode, t: &SchemaNode, from: &str) -> Option<String> {
+    if s.nullable && !t.nullable {
+        return Some(format!(
+            "null, which {from} allows (`nullable: true`) and the apiserver prunes from a field that is not nullable"
+        ));
+    }
     if !s.enum_values.is_empty() {
         return s
             .enum_values
@@ -1227,7 +1263,71 @@ fn stricter(s: &SchemaNode, t: &SchemaNode, from: &str) -> Option<String> {
     {
         return Some(format!("multipleOf {m}, which {from} does not require"));
     }
+    if let Some(f) = t.format.as_deref()
+        && VALIDATED_FORMATS.contains(&f)
+        && s.format.as_deref() != Some(f)
+        && !(f == "date-time" && s.format.as_deref() == Some("datetime"))
+        && !(f == "datetime" && s.format.as_deref() == Some("date-time"))
+    {
+        return Some(format!("the format `{f}`, which {from} does not require"));
+    }
+    if let Some(min) = t.minimum
+        && s.minimum.is_none_or(|m| m < min)
+    {
+        return Some(format!("minimum {min}, {from} {}", float_bound(s.minimum)));
+    }
+    if let Some(max) = t.maximum
+        && s.maximum.is_none_or(|m| m > max)
+    {
+        return Some(format!("maximum {max}, {from} {}", float_bound(s.maximum)));
+    }
+    if let Some(max) = t.max_items
+        && s.max_items.is_none_or(|m| m > max)
+    {
+        return Some(format!("maxItems {max}, {from} {}", bound(s.max_items)));
+    }
+    if let Some(min) = t.min_items
+        && s.min_items.unwrap_or(0) < min
+    {
+        return Some(format!("minItems {min}, {from} {}", bound(s.min_items)));
+    }
     None
+}
+
+/// The string formats the apiserver validates in a CRD (the others, like
+/// `int32`, are descriptions only).
+const VALIDATED_FORMATS: [&str; 24] = [
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "date",
+    "duration",
+    "datetime",
+    "date-time",
+];
+
+fn float_bound(b: Option<f64>) -> String {
+    match b {
+        Some(b) => format!("has {b}"),
+        None => "has none".to_string(),
+    }
 }
 
 fn bound(b: Option<u64>) -> String {

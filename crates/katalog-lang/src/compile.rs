@@ -37,14 +37,15 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
 /// The rules are then checked against the schemas by
 /// [`crate::analysis::analyze`]; its errors are compile errors.
 pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Diagnostics> {
-    let ir = compile_unanalyzed(loaded, schemas)?;
+    let mut ir = compile_unanalyzed(loaded, schemas)?;
     // The conversion rules against the CRD schemas: a Katalog that can lose
-    // data does not compile.
+    // data does not compile; its warnings are the Katalog's warnings.
     if !schemas.crds.is_empty() {
         let analysis = crate::analysis::analyze(loaded, &ir, schemas);
         if analysis.has_errors() {
             return Err(analysis.diagnostics);
         }
+        ir.admission.warnings.extend(analysis.diagnostics.0);
     }
     Ok(ir)
 }

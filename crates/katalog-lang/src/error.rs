@@ -178,11 +178,20 @@ impl Diagnostics {
     }
     pub fn render(&self) -> String {
         let mut out: String = self.0.iter().map(|d| d.render() + "\n").collect();
-        out.push_str(&format!(
-            "{} error{} found\n",
-            self.0.len(),
-            if self.0.len() == 1 { "" } else { "s" }
-        ));
+        let errors = self
+            .0
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let warnings = self.0.len() - errors;
+        let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let summary = match (errors, warnings) {
+            (e, 0) => count(e, "error"),
+            (0, w) => count(w, "warning"),
+            (e, w) => format!("{} and {}", count(e, "error"), count(w, "warning")),
+        };
+        out.push_str(&summary);
+        out.push_str(" found\n");
         out
     }
     pub fn sort(&mut self) {
