@@ -1075,18 +1075,42 @@ impl Walk<'_> {
                         .collect()
                 }
             }
-            (Kind::String, tt) => sn
+            (Kind::String, tt) if !sn.enum_values.is_empty() => sn
                 .enum_values
                 .iter()
                 .filter_map(Value::as_str)
                 .filter(|text| !canonical(text, tt))
                 .map(|t| format!("\"{t}\""))
                 .collect(),
+            // Without an enum: the shortest string the pattern and the
+            // length bounds allow that does not convert.
+            (Kind::String, Kind::Integer | Kind::Boolean) => {
+                let takes = match tt {
+                    Kind::Integer => crate::language::int64_strings(),
+                    _ => crate::language::BOOLEAN_STRINGS.to_string(),
+                };
+                crate::language::string_outside(
+                    sn.pattern.as_deref(),
+                    sn.min_length,
+                    sn.max_length,
+                    &takes,
+                )
+                .map(|text| Value::String(text).to_string())
+                .into_iter()
+                .collect()
+            }
             _ => Vec::new(),
         };
         if bad.is_empty() {
             return;
         }
+        let restrict = match (st, tt) {
+            (Kind::String, Kind::Integer) => {
+                "an `enum`, `type: integer`, or a `pattern` of canonical integers such as `^(0|-?[1-9][0-9]{0,17})$`"
+            }
+            (Kind::String, Kind::Boolean) => "an `enum` or `pattern: ^(true|false)$`",
+            _ => "an `enum`, or `type: integer`",
+        };
         let at = self.rule_at(id, None);
         self.error(
             &at,
@@ -1097,7 +1121,7 @@ impl Walk<'_> {
                 tt.name()
             ),
             Some(format!(
-                "restrict `{sp}` in {} (an `enum`, or `type: integer`) to values that convert",
+                "restrict `{sp}` in {} ({restrict}) to values that convert",
                 self.from
             )),
         );

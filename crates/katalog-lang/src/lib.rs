@@ -42,6 +42,7 @@ pub mod error;
 pub mod fuzz;
 pub mod ir;
 pub mod json;
+pub mod language;
 pub mod load;
 pub mod path;
 pub mod schema;
