@@ -48,6 +48,10 @@ pub struct Config {
     pub workers: usize,
     /// Quiet time after a file change before reloading.
     pub reload_debounce: Duration,
+    /// Each watch also reloads when this much time passes without an
+    /// event, in case one is lost (or a file outside the watched
+    /// directories changed).
+    pub reload_poll: Duration,
 }
 
 impl Config {
@@ -70,6 +74,7 @@ impl Config {
             shutdown_grace: Duration::from_secs(20),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             reload_debounce: Duration::from_millis(150),
+            reload_poll: Duration::from_secs(10),
         }
     }
 }

@@ -102,6 +102,15 @@ pub fn compile_katalog(sources: &[Source]) -> Result<Ir, Diagnostics> {
     katalog_lang::compile_with_crds(sources, read_crd)
 }
 
+/// The files and directories the `crd:` keys of a Katalog name.
+pub fn crd_paths_of(sources: &[Source]) -> Vec<std::path::PathBuf> {
+    let (loaded, _) = katalog_lang::load::load(sources);
+    katalog_lang::load::crd_references(&loaded)
+        .iter()
+        .map(CrdReference::path)
+        .collect()
+}
+
 /// The CRD sources the `crd:` keys of a Katalog name, as far as they can be
 /// read (what cannot be is reported by [`compile_katalog`]): for the server
 /// to notice a CRD file that changed while the Katalog did not.

@@ -17,8 +17,6 @@ use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
 use crate::registration::{SharedCaBundle, check_ca_bundle};
 use crate::state::State;
 
-const POLL: Duration = Duration::from_secs(10);
-
 /// Why a watch could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -60,6 +58,7 @@ fn dir_of(path: &Path) -> PathBuf {
 fn watch_dirs(
     dirs: Vec<PathBuf>,
     debounce: Duration,
+    poll: Duration,
     on_change: impl Fn() + Send + 'static,
 ) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>> {
     let (tx, rx) = channel();
@@ -80,7 +79,7 @@ fn watch_dirs(
         .spawn(move || {
             // Ends when the debouncer (and so the sender) is dropped.
             loop {
-                match rx.recv_timeout(POLL) {
+                match rx.recv_timeout(poll) {
                     // Our own reads of the files show up as access events:
                     // reacting to them would reload forever.
                     Ok(Ok(events)) if events.iter().all(|e| e.event.kind.is_access()) => {}
@@ -96,12 +95,25 @@ fn watch_dirs(
     Ok(debouncer)
 }
 
-/// Start watching the Katalog and the certificate pair of `state`.
+/// Start watching the Katalog (with the CRD files its `crd:` keys name
+/// at the start) and the certificate pair of `state`.
 pub fn watch(state: Arc<State>) -> Result<Watchers> {
     let debounce = state.config.reload_debounce;
+    let poll = state.config.reload_poll;
+    let mut katalog_dirs = vec![dir_of(&state.config.katalog)];
+    // A CRD kept apart from the Katalog: its directory too. A `crd:` key
+    // added later is seen at the next poll.
+    if let Ok(sources) = crate::files::read_katalog(&state.config.katalog) {
+        for path in crate::files::crd_paths_of(&sources) {
+            let dir = dir_of(&path);
+            if dir.is_dir() && !katalog_dirs.contains(&dir) {
+                katalog_dirs.push(dir);
+            }
+        }
+    }
     let katalog = {
         let state = state.clone();
-        watch_dirs(vec![dir_of(&state.config.katalog)], debounce, move || {
+        watch_dirs(katalog_dirs, debounce, poll, move || {
             let _ = state.reload();
         })?
     };
@@ -110,7 +122,7 @@ pub fn watch(state: Arc<State>) -> Result<Watchers> {
         dir_of(&state.config.tls_key),
     ];
     cert_dirs.dedup();
-    let cert = watch_dirs(cert_dirs, debounce, move || {
+    let cert = watch_dirs(cert_dirs, debounce, poll, move || {
         let _ = state.reload_cert();
     })?;
     Ok(Watchers {
@@ -122,7 +134,11 @@ pub fn watch(state: Arc<State>) -> Result<Watchers> {
 /// cert-manager Secret), read again whenever the file changes, so the
 /// housekeeper registers a rotated CA. A file that is not PEM certificates
 /// is an error at start and, later, keeps the previous bundle.
-pub fn watch_ca_bundle(path: &Path, debounce: Duration) -> Result<(SharedCaBundle, Watchers)> {
+pub fn watch_ca_bundle(
+    path: &Path,
+    debounce: Duration,
+    poll: Duration,
+) -> Result<(SharedCaBundle, Watchers)> {
     let read = |path: &Path| -> std::result::Result<Vec<u8>, String> {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         check_ca_bundle(&bytes).map_err(|e| e.to_string())?;
@@ -136,17 +152,19 @@ pub fn watch_ca_bundle(path: &Path, debounce: Duration) -> Result<(SharedCaBundl
     let watcher = {
         let bundle = bundle.clone();
         let path = path.to_path_buf();
-        watch_dirs(vec![dir_of(&path)], debounce, move || match read(&path) {
-            Ok(bytes) if **bundle.load() != bytes => {
-                tracing::info!(path = %path.display(), "caBundle changed; registering it");
-                bundle.store(Arc::new(bytes));
+        watch_dirs(vec![dir_of(&path)], debounce, poll, move || {
+            match read(&path) {
+                Ok(bytes) if **bundle.load() != bytes => {
+                    tracing::info!(path = %path.display(), "caBundle changed; registering it");
+                    bundle.store(Arc::new(bytes));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(
+                    path = %path.display(),
+                    error = %e,
+                    "caBundle unreadable; the previous one stays registered"
+                ),
             }
-            Ok(_) => {}
-            Err(e) => tracing::error!(
-                path = %path.display(),
-                error = %e,
-                "caBundle unreadable; the previous one stays registered"
-            ),
         })?
     };
     Ok((

@@ -315,9 +315,12 @@ fn housekeeping(register: &Register, config: &ServeConfig, made: &Made) -> Resul
     let (source, ca_watch): (SharedCaBundle, _) = match (made, ca_path) {
         (Made::Secret(s), _) => (s.1.ca_bundle.clone(), None),
         (_, Some(path)) => {
-            let (bundle, watch) =
-                crate::reload::watch_ca_bundle(&path, config.server.reload_debounce)
-                    .map_err(ServeError::CaBundle)?;
+            let (bundle, watch) = crate::reload::watch_ca_bundle(
+                &path,
+                config.server.reload_debounce,
+                config.server.reload_poll,
+            )
+            .map_err(ServeError::CaBundle)?;
             (bundle, Some(watch))
         }
         (_, None) => return Err(ServeError::NoCaBundle),

@@ -544,6 +544,39 @@ fn katalog_reload_follows_its_crd() {
 }
 
 #[test]
+fn katalog_reload_follows_its_crd_in_another_directory() {
+    // The CRD apart from the Katalog (`crd: ../crds/hostport.crd.yaml`),
+    // and no poll within the test: only a watch on the CRD's directory can
+    // see the edit.
+    let scratch = Scratch::new("reload-crd-apart");
+    std::fs::create_dir_all(scratch.path("katalog")).unwrap();
+    std::fs::create_dir_all(scratch.path("crds")).unwrap();
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: ../crds/hostport.crd.yaml");
+    assert_ne!(katalog, HOSTPORT_V1);
+    std::fs::write(scratch.path("katalog/hostport.yaml"), katalog).unwrap();
+    let crd = scratch.path("crds/hostport.crd.yaml");
+    std::fs::write(&crd, HOSTPORT_CRD).unwrap();
+    let h = Harness::start(
+        "reload-crd-apart",
+        Some(&scratch.path("katalog/hostport.yaml")),
+        |c| c.reload_poll = Duration::from_secs(3600),
+    );
+    let mut c = h.client();
+    assert!(
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_null(),
+        "the Katalog loads with its CRD"
+    );
+    let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
+    write_atomic(&crd, &edited);
+    wait_for("the CRD change to fail the reload", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+    });
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let err = summary["lastReloadError"].as_str().unwrap();
+    assert!(err.contains("no such field `port` in v2"), "{err}");
+}
+
+#[test]
 fn configmap_style_symlink_swap_is_picked_up() {
     let scratch = Scratch::new("configmap");
     let mount = scratch.path("mount");
