@@ -275,9 +275,12 @@ fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
     let path = files.path("ca.crt");
     let first = ca().ca_pem().to_string();
     write_by_rename(&path, &first);
-    let (bundle, _watch) =
-        katalog_runtime::reload::watch_ca_bundle(&path, Duration::from_millis(100))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let (bundle, _watch) = katalog_runtime::reload::watch_ca_bundle(
+        &path,
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let hk = housekeeper::Housekeeper {
         ca_bundle: Some(bundle),
         ..housekeeper::Housekeeper::default()

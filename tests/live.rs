@@ -1,4 +1,5 @@
-//! `katalog check --live`, `analyze --live` and `suggest --live` against the real
+//! `katalog check --live`, `analyze --live`, `suggest --live`, `diff --live`
+//! and `test --live --fuzz` against the real
 //! kube-apiserver (katalog-testenv): a Katalog without `crd:` is checked
 //! against the CRD the cluster serves, so a rule naming a field the live CRD
 //! lacks fails with the located error and a good Katalog passes; a resource
@@ -104,6 +105,50 @@ fn check_and_analyze_read_the_crds_of_a_live_cluster() {
     // Without --live there is no schema, so no draft.
     let drafts = ok(katalog(&["suggest", &unstashed], None));
     assert!(!drafts.contains("stash"), "{drafts}");
+
+    // diff --live: the typo is an edit that changes the analysis (a claim
+    // of a field the live CRD lacks, an error); without --live both are
+    // unanalysed and the same.
+    let out = katalog(
+        &["diff", "--live", "--kubeconfig", &kubeconfig, &good, &bad],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let changes = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        changes.contains("+ no such field `spec.cronSpek` in v1beta1"),
+        "{changes}"
+    );
+    let same = ok(katalog(&["diff", &good, &bad], None));
+    assert!(same.starts_with("no difference"), "{same}");
+
+    // test --live --fuzz: the suite's Katalog has no `crd:`, so only the
+    // cluster's CRD gives the fuzzer schemas to generate from.
+    let suite = dir.path("good.test.yaml");
+    std::fs::write(
+        &suite,
+        "apiVersion: katalog.dev/v1alpha1\nkind: KatalogTest\nmetadata: {name: live}\nspec:\n  katalog: good.yaml\n  cases:\n    - name: v1 to v2\n      conversion:\n        input: {apiVersion: stable.example.com/v1, kind: CronTab, metadata: {name: a}, spec: {schedule: '* * * * *', image: busybox}}\n        to: v2\n        expect: {apiVersion: stable.example.com/v2, kind: CronTab, metadata: {name: a}, spec: {schedule: '* * * * *', container: {image: busybox}}}\n",
+    )
+    .unwrap();
+    let suite = suite.to_string_lossy();
+    let fuzzed = ok(katalog(
+        &[
+            "test",
+            "--fuzz",
+            "200",
+            "--live",
+            "--kubeconfig",
+            &kubeconfig,
+            &suite,
+        ],
+        None,
+    ));
+    assert!(
+        fuzzed.contains("ok    stable.example.com/CronTab v1 → v2 → v1: 200 objects"),
+        "{fuzzed}"
+    );
+    let unfuzzed = ok(katalog(&["test", "--fuzz", "200", &suite], None));
+    assert!(unfuzzed.contains("nothing to generate from"), "{unfuzzed}");
 
     // A resource whose CRD the cluster does not have.
     let missing = dir.path("missing.yaml");

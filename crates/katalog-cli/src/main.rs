@@ -188,12 +188,16 @@ enum Command {
     /// direction, the fields that changed fate (identical, claimed, stashed,
     /// unclaimed), the lossless flag, and the errors gained or lost. Not
     /// YAML lines. Exit 0 the same, 1 different, 2 usage.
-    #[command(after_help = "Examples:\n  katalog diff old/crontab.yaml katalogs/crontab.yaml")]
+    #[command(
+        after_help = "Examples:\n  katalog diff old/crontab.yaml katalogs/crontab.yaml\n  katalog diff --live --context staging old/crontab.yaml katalogs/crontab.yaml"
+    )]
     Diff {
         /// The Katalog before (file or directory).
         before: PathBuf,
         /// The Katalog after.
         after: PathBuf,
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// Convert objects (any served version) to another version and print
     /// them; a List stays a List. Exit 0 all converted, 1 any failed.
@@ -299,6 +303,10 @@ enum Command {
         /// The fuzzing seed (the same seed generates the same objects).
         #[arg(long, default_value_t = 0, requires = "fuzz")]
         seed: u64,
+        /// `--live`: each suite's Katalog is compiled (and fuzzed) with the
+        /// cluster's CRDs instead of its `crd:` files.
+        #[command(flatten)]
+        live: LiveArgs,
     },
     /// Serve the webhooks over HTTPS. Without --tls-cert/--tls-key, a
     /// development CA and certificate are generated.
@@ -853,8 +861,16 @@ fn run(cli: Cli) -> Result<(), Exit> {
             }
             Ok(())
         }
-        Command::Diff { before, after } => {
-            let (a, b) = (analysis_facts(&before)?, analysis_facts(&after)?);
+        Command::Diff {
+            before,
+            after,
+            live,
+        } => {
+            let live = live.fetch()?;
+            let (a, b) = (
+                analysis_facts(&before, live.as_ref())?,
+                analysis_facts(&after, live.as_ref())?,
+            );
             let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             let empty = std::collections::BTreeSet::new();
             let mut differ = false;
@@ -1113,12 +1129,14 @@ fn run(cli: Cli) -> Result<(), Exit> {
             case,
             fuzz,
             seed,
+            live,
         } => test_cmd::run(
             &paths,
             output,
             fail_only,
             case.as_deref(),
             fuzz.map(|count| katalog_lang::fuzz::FuzzOptions { count, seed }),
+            live.fetch()?.as_ref(),
         ),
         Command::Debug {
             what: DebugCommand::Ir { katalog },
@@ -1421,11 +1439,12 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 /// (without their location, which any edit moves).
 fn analysis_facts(
     path: &Path,
+    live: Option<&katalog_runtime::live::LiveCrds>,
 ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>, Exit> {
     let sources = files::read_katalog(path)?;
     let mut facts: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
         Default::default();
-    let errors = match katalog_lang::analyze_with_crds(&sources, files::read_crd) {
+    let errors = match analyze_sources(&sources, live) {
         Ok((_, analysis)) => {
             for r in &analysis.resources {
                 for d in &r.directions {

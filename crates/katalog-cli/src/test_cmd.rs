@@ -66,6 +66,7 @@ pub fn run(
     fail_only: bool,
     select: Option<&str>,
     fuzz: Option<katalog_lang::fuzz::FuzzOptions>,
+    live: Option<&katalog_runtime::live::LiveCrds>,
 ) -> Result<(), Exit> {
     let select = select
         .map(regex::Regex::new)
@@ -88,7 +89,10 @@ pub fn run(
             let katalog_path = base.join(&suite.spec.katalog);
             // Unreadable: a usage error; not compiling: its own code (see `exit`).
             let sources = files::read_katalog(&katalog_path)?;
-            let ir = files::compile_katalog(&sources)?;
+            let ir = match live {
+                Some(crds) => katalog_lang::compile_with_live_crds(&sources, |r| crds.read(r))?,
+                None => files::compile_katalog(&sources)?,
+            };
             for w in &ir.admission.warnings {
                 eprintln!("{}", w.render());
             }
