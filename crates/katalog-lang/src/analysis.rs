@@ -1026,7 +1026,23 @@ impl Walk<'_> {
                 }
                 verdict(self, true, "wrap and unwrap are inverse");
             }
-            Op::ListMap { .. } => verdict(self, true, "list and map are inverse"),
+            Op::ListMap {
+                list_side,
+                list,
+                map,
+                key,
+            } => {
+                let (hub, spoke) = match list_side {
+                    Side::Hub => (list, map),
+                    Side::Spoke => (map, list),
+                };
+                let (s, t) = oriented(dir, hub, spoke);
+                let (sp, tp) = (sbase.join(s), tbase.join(t));
+                if let (Some(sn), Some(tn)) = (find(source, &sp), find(target, &tp)) {
+                    self.list_map(id, (&sn, &sp), (&tn, &tp), key, *list_side == source_side);
+                }
+                verdict(self, true, "list and map are inverse");
+            }
             Op::ForEach { hub, spoke, rules } => {
                 let (s, t) = oriented(dir, hub, spoke);
                 let (sp, tp) = (wild(&sbase.join(s)), wild(&tbase.join(t)));
@@ -1051,13 +1067,119 @@ impl Walk<'_> {
                     },
                 );
             }
-            Op::Cel { .. } => {
+            Op::Cel {
+                hub,
+                spoke,
+                examples,
+                ..
+            } => {
+                // What each example writes must be a value the target keeps.
+                let (_, t) = oriented(dir, hub, spoke);
+                let tp = tbase.join(t);
+                if let Some(tn) = find(target, &tp) {
+                    for (i, (h, s)) in examples.iter().enumerate() {
+                        let written = match dir {
+                            Direction::Down => s,
+                            Direction::Up => h,
+                        };
+                        if let Some(problem) = value_problem(&tn, written) {
+                            let at = self.rule_at(id, Some("examples")).index(i);
+                            self.error(
+                                &at,
+                                format!(
+                                    "example {i} writes {} at `{tp}`, which the schema of {} does not allow: {problem}",
+                                    crate::json::show(written),
+                                    self.to
+                                ),
+                                Some(format!(
+                                    "the apiserver would refuse or prune it; make `{}` give a value the schema of {} allows",
+                                    match dir {
+                                        Direction::Down => "toSpoke",
+                                        Direction::Up => "toHub",
+                                    },
+                                    self.to
+                                )),
+                            );
+                        }
+                    }
+                }
                 let why = match rule.proof {
                     Proof::CoveredByExamples => "its examples pass both ways",
                     _ => "its examples pass",
                 };
                 verdict(self, true, why);
             }
+        }
+    }
+
+    /// `listToMap`/`mapToList` one way: the elements' `key` field is a
+    /// string (it is the map's key), and every other field of an element
+    /// fits the map's values (down from the list) or the other way round.
+    fn list_map(
+        &mut self,
+        id: RuleId,
+        (sn, sp): (&SchemaNode, &Path),
+        (tn, tp): (&SchemaNode, &Path),
+        key: &str,
+        from_list: bool,
+    ) {
+        let (list, list_path, map, map_path, map_version) = if from_list {
+            (sn, sp, tn, tp, self.to)
+        } else {
+            (tn, tp, sn, sp, self.from)
+        };
+        let at = self.rule_at(id, None);
+        let Some(element) = list.items.as_deref().filter(|e| e.opaque.is_none()) else {
+            return;
+        };
+        let list_version = if from_list { self.from } else { self.to };
+        match element.properties.get(key) {
+            Some(k) if !matches!(Kind::of(k), Kind::String | Kind::Untyped) => {
+                self.error(
+                    &at,
+                    format!(
+                        "the key `{key}` of the elements of `{list_path}` is {} in {list_version}, but a map key is a string",
+                        Kind::of(k).name()
+                    ),
+                    Some(format!("declare `{key}` `type: string`, or key the map by another field")),
+                );
+            }
+            None if !element.properties.is_empty() => {
+                self.error(
+                    &at,
+                    format!(
+                        "the elements of `{list_path}` in {list_version} declare no field `{key}`, the map's key"
+                    ),
+                    crate::error::did_you_mean(key, element.properties.keys().map(String::as_str))
+                        .map(|s| format!("did you mean `key: {s}`?")),
+                );
+                return;
+            }
+            _ => {}
+        }
+        if map.opaque.is_some() && map.additional_properties.is_none() {
+            // A preserved subtree keeps whatever it is given.
+            return;
+        }
+        let Some(value) = map.additional_properties.as_deref() else {
+            if Kind::of(map) == Kind::Object {
+                self.error(
+                    &at,
+                    format!(
+                        "`{map_path}` of {map_version} is an object with fixed fields, not a map (`additionalProperties`): an entry whose key it does not declare is pruned"
+                    ),
+                    Some(format!("declare `{map_path}` with `additionalProperties` (the schema of the elements without `{key}`)")),
+                );
+            }
+            return;
+        };
+        let mut rest = element.clone();
+        rest.properties.remove(key);
+        rest.required.retain(|r| r != key);
+        if from_list {
+            self.fits(&rest, &wild(sp), value, &wild(tp), Cause::Rule(id));
+        } else {
+            self.fits(value, &wild(sp), &rest, &wild(tp), Cause::Rule(id));
         }
     }
 

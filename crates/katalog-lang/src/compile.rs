@@ -1218,16 +1218,23 @@ impl Compiler<'_> {
             );
             return None;
         };
-        Some(self.push(
-            Op::Cel {
-                hub: hub.clone(),
-                spoke: spoke.clone(),
-                to_spoke,
-                to_hub,
-            },
-            proof,
-            origin,
-        ))
+        Some(
+            self.push(
+                Op::Cel {
+                    hub: hub.clone(),
+                    spoke: spoke.clone(),
+                    to_spoke,
+                    to_hub,
+                    examples: c
+                        .examples
+                        .iter()
+                        .map(|e| (e.hub.clone(), e.spoke.clone()))
+                        .collect(),
+                },
+                proof,
+                origin,
+            ),
+        )
     }
 
     fn parts(&mut self, scope: &Scope, parts: &Parts, at: &DocPath, side: Side) -> Option<PartsIr> {

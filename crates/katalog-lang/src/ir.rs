@@ -282,6 +282,9 @@ pub enum Op {
         spoke: Path,
         to_spoke: CelProgram,
         to_hub: CelProgram,
+        /// The declared (hub, spoke) example pairs, each shown to convert
+        /// both ways; the analysis checks each side against its schema.
+        examples: Vec<(Value, Value)>,
     },
 }
 
@@ -486,6 +489,7 @@ impl fmt::Display for Op {
                 spoke,
                 to_spoke,
                 to_hub,
+                ..
             } => write!(
                 f,
                 "cel hub:{hub} <-> spoke:{spoke} toSpoke `{}` toHub `{}`",
