@@ -1,4 +1,5 @@
-//! Hot reload: watch the Katalog, the certificate files and the caBundle.
+//! Hot reload: watch the Katalog (and its CRD files), the certificate
+//! files, the client CA and the caBundle.
 //!
 //! A mounted ConfigMap or Secret is updated by the kubelet writing a new
 //! timestamped directory and renaming the `..data` symlink over the old one,
@@ -121,9 +122,12 @@ pub fn watch(state: Arc<State>) -> Result<Watchers> {
         dir_of(&state.config.tls_cert),
         dir_of(&state.config.tls_key),
     ];
+    cert_dirs.extend(state.config.client_ca.as_deref().map(dir_of));
+    cert_dirs.sort();
     cert_dirs.dedup();
     let cert = watch_dirs(cert_dirs, debounce, poll, move || {
         let _ = state.reload_cert();
+        let _ = state.reload_client_ca();
     })?;
     Ok(Watchers {
         _debouncers: vec![katalog, cert],

@@ -713,29 +713,27 @@ pub async fn start(config: Config) -> Result<Running> {
         &config.tls_cert,
         &config.tls_key,
     )?));
-    let state = Arc::new(State::new(config.clone(), cert.clone()));
+    let client_ca = match &config.client_ca {
+        None => None,
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|source| tls::TlsError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            Some(Arc::new(tls::ReloadingClientCa::from_pem(
+                &pem,
+                &path.display().to_string(),
+            )?))
+        }
+    };
+    let mut state = State::new(config.clone(), cert.clone());
+    state.client_ca = client_ca.clone();
+    let state = Arc::new(state);
     if let Err(e) = state.reload() {
         tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
     }
     let watchers = crate::reload::watch(state.clone())?;
-    let client_ca = match &config.client_ca {
-        None => None,
-        Some(path) => Some(std::fs::read(path).map_err(|source| tls::TlsError::Read {
-            path: path.display().to_string(),
-            source,
-        })?),
-    };
-    let client_ca_name = config
-        .client_ca
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let tls_config = tls::server_config_with_client_ca(
-        cert,
-        client_ca
-            .as_deref()
-            .map(|pem| (pem, client_ca_name.as_str())),
-    )?;
+    let tls_config = tls::server_config_with_client_ca(cert, client_ca)?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
         addr: config.listen,
         source,

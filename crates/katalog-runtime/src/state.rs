@@ -40,6 +40,8 @@ pub struct Loaded {
 pub struct State {
     pub config: Config,
     pub cert: Arc<ReloadingCert>,
+    /// `--client-ca`, read again when its file changes.
+    pub client_ca: Option<Arc<crate::tls::ReloadingClientCa>>,
     katalog: ArcSwapOption<Loaded>,
     last_error: Mutex<Option<String>>,
     /// Hash of the last content that failed to compile.
@@ -81,6 +83,7 @@ impl State {
         let state = State {
             config,
             cert,
+            client_ca: None,
             katalog: ArcSwapOption::empty(),
             last_error: Mutex::new(None),
             failed_hash: Mutex::new(None),
@@ -211,6 +214,32 @@ impl State {
             Err(e) => {
                 self.metrics.cert_reload_failures.inc();
                 tracing::error!(error = %e, "certificate reload failed; the previous certificate keeps serving");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Read the `--client-ca` file again: a rotated CA verifies the next
+    /// handshakes; an unreadable file or one without a certificate keeps
+    /// the previous CA.
+    pub fn reload_client_ca(&self) -> Result<bool> {
+        let (Some(ca), Some(path)) = (&self.client_ca, &self.config.client_ca) else {
+            return Ok(false);
+        };
+        let swapped = std::fs::read(path)
+            .map_err(|source| TlsError::Read {
+                path: path.display().to_string(),
+                source,
+            })
+            .and_then(|pem| ca.swap_pem(&pem));
+        match swapped {
+            Ok(true) => {
+                tracing::info!(client_ca = %path.display(), "client CA rotated");
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => {
+                tracing::error!(error = %e, "client CA reload failed; the previous CA keeps verifying clients");
                 Err(e.into())
             }
         }

@@ -125,47 +125,149 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> Result<rustls::ServerConfig, T
     server_config_with_client_ca(cert, None)
 }
 
-/// [`server_config`], and with `client_ca` (PEM, one or more CA
-/// certificates) a client that presents a certificate must present one of
-/// them signed, or its handshake fails. A client may also present none
-/// (the apiserver presents none to conversion webhooks): the server then
-/// answers only what needs no client certificate (see `server.rs`).
+/// [`server_config`], and with `client_ca` a client that presents a
+/// certificate must present one the CA signed, or its handshake fails. A
+/// client may also present none (the apiserver presents none to conversion
+/// webhooks): the server then answers only what needs no client
+/// certificate (see `server.rs`).
 pub fn server_config_with_client_ca(
     cert: Arc<ReloadingCert>,
-    client_ca: Option<(&[u8], &str)>,
+    client_ca: Option<Arc<ReloadingClientCa>>,
 ) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Key(e.to_string()))?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
-        Some((pem, name)) => {
-            let parse = |message: String| TlsError::Parse {
-                path: name.into(),
-                message,
-            };
-            let mut roots = rustls::RootCertStore::empty();
-            for ca in CertificateDer::pem_slice_iter(pem) {
-                let ca = ca.map_err(|e| parse(e.to_string()))?;
-                roots.add(ca).map_err(|e| parse(e.to_string()))?;
-            }
-            if roots.is_empty() {
-                return Err(parse("no CERTIFICATE block".into()));
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| parse(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
     };
     let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The client CA of `--client-ca` (PEM, one or more CA certificates), which
+/// the watcher swaps when the file changes: new handshakes are verified
+/// against the current CA, connections already open keep theirs. It sends
+/// clients no list of acceptable CAs (a client with one certificate, as
+/// the apiserver's kubeconfig gives it, presents it anyway), so the hint
+/// never goes stale across a rotation.
+pub struct ReloadingClientCa {
+    verifier: ArcSwap<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    pem: std::sync::Mutex<Vec<u8>>,
+    name: String,
+}
+
+impl std::fmt::Debug for ReloadingClientCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadingClientCa")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReloadingClientCa {
+    /// The CA certificates of `pem`, read from the file `name`.
+    pub fn from_pem(pem: &[u8], name: &str) -> Result<ReloadingClientCa, TlsError> {
+        Ok(ReloadingClientCa {
+            verifier: ArcSwap::from_pointee(client_verifier(pem, name)?),
+            pem: std::sync::Mutex::new(pem.to_vec()),
+            name: name.to_string(),
+        })
+    }
+
+    /// Verify clients against `pem` from now on: `Ok(false)` when it is the
+    /// CA already in use; an error (the current CA stays) when it holds no
+    /// usable certificate.
+    pub fn swap_pem(&self, pem: &[u8]) -> Result<bool, TlsError> {
+        let mut current = self.pem.lock().unwrap_or_else(|p| p.into_inner());
+        if *current == pem {
+            return Ok(false);
+        }
+        self.verifier
+            .store(Arc::new(client_verifier(pem, &self.name)?));
+        *current = pem.to_vec();
+        Ok(true)
+    }
+
+    fn current(&self) -> Arc<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+        self.verifier.load_full()
+    }
+}
+
+/// A verifier of client certificates signed by the CAs of `pem`, which also
+/// lets a client present none.
+fn client_verifier(
+    pem: &[u8],
+    name: &str,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let parse = |message: String| TlsError::Parse {
+        path: name.into(),
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(pem) {
+        let ca = ca.map_err(|e| parse(e.to_string()))?;
+        roots.add(ca).map_err(|e| parse(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(parse("no CERTIFICATE block".into()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(ring::default_provider()),
+    )
+    .allow_unauthenticated()
+    .clear_root_hint_subjects()
+    .build()
+    .map_err(|e| parse(e.to_string()))
+}
+
+impl rustls::server::danger::ClientCertVerifier for ReloadingClientCa {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        self.current()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.current().supported_verify_schemes()
+    }
 }
 
 /// A development CA and a serving certificate signed by it.
@@ -328,6 +430,24 @@ pub fn write_dev_certificates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_ca_swaps_only_for_a_new_usable_pem() {
+        let first = DevCa::generate().unwrap();
+        let second = DevCa::generate().unwrap();
+        let ca = ReloadingClientCa::from_pem(first.ca_pem().as_bytes(), "ca.crt").unwrap();
+        let before = ca.current();
+        assert!(!ca.swap_pem(first.ca_pem().as_bytes()).unwrap(), "same CA");
+        let err = ca.swap_pem(b"not a certificate").unwrap_err();
+        assert!(err.to_string().contains("ca.crt"), "{err}");
+        assert!(
+            Arc::ptr_eq(&before, &ca.current()),
+            "a bad file keeps the CA"
+        );
+        assert!(ca.swap_pem(second.ca_pem().as_bytes()).unwrap());
+        assert!(!Arc::ptr_eq(&before, &ca.current()));
+        assert!(ReloadingClientCa::from_pem(b"", "empty.crt").is_err());
+    }
 
     #[test]
     fn generated_certificates_load_and_a_wrong_key_is_refused() {

@@ -1158,4 +1158,25 @@ fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
     }
     let r = trusted.post_json("/validate", &pod).unwrap();
     assert_eq!(r.status, 200);
+
+    // The client CA rotates (the file is replaced): new handshakes are
+    // verified against the new CA, without a restart.
+    write_atomic(&scratch.path("client-ca.crt"), other.ca_pem());
+    let fresh = |cert: &str, key: &str| {
+        h.client()
+            .with_client_cert(cert.as_bytes(), key.as_bytes())
+            .unwrap()
+    };
+    wait_for("the rotated client CA to verify its certificates", || {
+        fresh(&cert, &key)
+            .post_json("/validate", &pod)
+            .is_ok_and(|r| r.status == 200)
+    });
+    let (old_cert, old_key) = client_ca.issue_client("kube-apiserver").unwrap();
+    assert!(
+        fresh(&old_cert, &old_key)
+            .post_json("/convert", &review)
+            .is_err(),
+        "a certificate of the replaced CA is refused"
+    );
 }
