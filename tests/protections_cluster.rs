@@ -802,6 +802,108 @@ fn the_status_and_scale_subresources_sidestep_nothing() {
 /// Immutable CronTab fields, written once against the hub (v1) beside
 /// `katalogs/crontab.yaml`: v1beta1 has the image at the same place, v2
 /// wraps it in `container`; the status is the same at every version.
+/// A Cache declared with its CRD (`tests/crds/cache.yaml`, replicas at
+/// `.spec.size`) and its size immutable.
+const IMMUTABLE_CACHE: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata:
+  name: cache-immutable
+spec:
+  resources:
+    - group: cache.example.com
+      kind: Cache
+      plural: caches
+      hub: v1
+      versions: [v1]
+      crd: cache.crd.yaml
+  admission:
+    validations:
+      - name: size-fixed
+        resources: [cache.example.com/v1/caches]
+        path: spec.size
+        check: { immutable: true }
+"#;
+
+#[test]
+fn scale_writes_are_held_where_the_crd_keeps_the_replicas() {
+    let env = start_env("protections-scale-path");
+    let dir = Scratch::new("scale-path");
+    std::fs::copy(fixture("cache.yaml"), dir.path("cache.crd.yaml")).expect("copying the CRD");
+    std::fs::write(dir.path("cache.yaml"), IMMUTABLE_CACHE).expect("writing the Katalog");
+    let katalog = Katalog::start(&dir.path("cache.yaml"));
+    let v = &katalog.ir.admission.validations[0];
+    assert_eq!(v.scale_replicas.to_string(), "spec.size");
+    apply_crds(&env, &fixture("cache.yaml"), &["caches.cache.example.com"]);
+    register_admission(
+        &env,
+        &katalog.ir,
+        &registration("katalog-scale-path", &katalog.url()),
+    );
+    let cache = json!({"apiVersion": "cache.example.com/v1", "kind": "Cache",
+                       "metadata": {"name": "hot", "namespace": "default"},
+                       "spec": {"size": 3, "tier": "gold"}});
+    ok(create(&env, &cache));
+    const CACHE: &str = "caches.v1.cache.example.com";
+    let scale_patch = |replicas: u64, dry_run: bool| {
+        let mut args = vec![
+            "patch".to_string(),
+            CACHE.into(),
+            "hot".into(),
+            "--subresource=scale".into(),
+            "--type=merge".into(),
+            "-p".into(),
+            format!(r#"{{"spec":{{"replicas":{replicas}}}}}"#),
+        ];
+        if dry_run {
+            args.push("--dry-run=server".into());
+        }
+        env.kubectl(args)
+    };
+    eventually(
+        "the webhook is called for /scale",
+        Duration::from_secs(30),
+        || {
+            let out = scale_patch(7, true);
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            (!out.status.success() && stderr.contains("[size-fixed]"))
+                .then_some(())
+                .ok_or(stderr)
+        },
+    );
+    let size = || {
+        let out = ok(env.kubectl(["get", CACHE, "hot", "-o", "jsonpath={.spec.size}"]));
+        out.trim().to_string()
+    };
+    let denied = fails(env.kubectl(["scale", CACHE, "hot", "--replicas=5"]));
+    assert!(
+        denied.contains("[size-fixed] `spec.size` is immutable: it was 3, now 5"),
+        "{denied}"
+    );
+    let denied = fails(scale_patch(6, false));
+    assert!(denied.contains("[size-fixed]"), "{denied}");
+    assert_eq!(size(), "3", "the Cache was scaled");
+    // The main resource too, and another field stays writable.
+    let denied = fails(env.kubectl([
+        "patch",
+        CACHE,
+        "hot",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ]));
+    assert!(denied.contains("[size-fixed]"), "{denied}");
+    ok(env.kubectl([
+        "patch",
+        CACHE,
+        "hot",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tier":"silver"}}"#,
+    ]));
+    assert_eq!(size(), "3");
+}
+
 const IMMUTABLE_CRONTAB: &str = r#"
 apiVersion: katalog.dev/v1alpha1
 kind: Katalog

@@ -421,6 +421,10 @@ pub struct CrdVersion {
     pub storage: bool,
     /// The whole object's schema; `None` when the CRD gives none.
     pub schema: Option<SchemaNode>,
+    /// Where the `scale` subresource reads and writes the replicas
+    /// (`subresources.scale.specReplicasPath`, `.spec.size` as
+    /// `spec.size`); `None` without a scale subresource.
+    pub scale_replicas: Option<Path>,
 }
 
 /// The parts of a CustomResourceDefinition the checks read.
@@ -479,6 +483,10 @@ impl Crd {
                         schema: ver
                             .pointer("/schema/openAPIV3Schema")
                             .map(SchemaNode::resource),
+                        scale_replicas: ver
+                            .pointer("/subresources/scale/specReplicasPath")
+                            .and_then(Value::as_str)
+                            .and_then(|p| Path::parse(p.strip_prefix('.').unwrap_or(p)).ok()),
                     })
                     .collect()
             })

@@ -214,6 +214,26 @@ impl Ctx<'_> {
         }
     }
 
+    /// Where the `scale` subresource writes the replicas of the declared
+    /// resource the rule selects (its CRD's `specReplicasPath` at the
+    /// rule's version), else `spec.replicas`.
+    fn scale_replicas(&self) -> Path {
+        self.targets
+            .iter()
+            .find_map(|t| {
+                let r = self
+                    .resources
+                    .iter()
+                    .find(|r| r.group == t.group && r.plural == t.plural)?;
+                self.schemas
+                    .crd(&r.group, &r.kind)?
+                    .version(&t.version)?
+                    .scale_replicas
+                    .clone()
+            })
+            .unwrap_or_else(|| Path::root().child("spec").child("replicas"))
+    }
+
     /// Why the schemas of the declared resources the rule selects cannot
     /// hold `path` (from the object's root): a message and a help each.
     fn schema_problems(&self, path: &Path) -> Vec<(String, String)> {
@@ -1106,6 +1126,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     if ctx.diags.len() > before {
         return None;
     }
+    let scale_replicas = ctx.scale_replicas();
     Some(ValidationIr {
         name: v.name.clone(),
         matcher,
@@ -1116,6 +1137,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         check: check?,
         variables: vars,
         for_each,
+        scale_replicas,
         origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),
     })
 }

@@ -912,8 +912,24 @@ fn validate(
     let main_resource;
     let immutable_only;
     let (input, check) = if implied {
+        // A Scale holds only the replicas, at `spec.replicas`: the rule
+        // sees them where the object keeps them (`specReplicasPath`).
+        let scale = input.subresource == "scale";
+        let as_object = |o: &Option<Value>| match o {
+            Some(s) if scale => {
+                let mut object = Value::Object(Default::default());
+                if let Some(replicas) = s.pointer("/spec/replicas") {
+                    // Only keys: setting into an empty object cannot fail.
+                    let _ = v.scale_replicas.set(&mut object, replicas.clone());
+                }
+                Some(object)
+            }
+            other => other.clone(),
+        };
         main_resource = AdmissionInput {
             subresource: String::new(),
+            object: as_object(&input.object),
+            old_object: as_object(&input.old_object),
             ..input.clone()
         };
         immutable_only = CheckIr {

@@ -214,6 +214,11 @@ pub struct ValidationIr {
     pub variables: Vec<(String, CelProgram)>,
     /// With `forEach`, `paths` are relative to each element.
     pub for_each: Option<ForEachIr>,
+    /// Where the object keeps what the `scale` subresource writes: the
+    /// `specReplicasPath` of the CRD of the resource the rule selects, at
+    /// the rule's version, when the Katalog declares it with `crd:`;
+    /// otherwise `spec.replicas`.
+    pub scale_replicas: Path,
     /// Where the rule was written.
     pub origin: String,
 }

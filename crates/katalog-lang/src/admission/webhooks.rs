@@ -112,7 +112,7 @@ pub fn implied_subresources(v: &ValidationIr) -> Vec<&'static str> {
     };
     let written = [
         ("status", Path::root().child("status")),
-        ("scale", Path::root().child("spec").child("replicas")),
+        ("scale", v.scale_replicas.clone()),
     ];
     written
         .into_iter()
@@ -485,6 +485,98 @@ spec:
             registered.contains(&("databases/status".into(), update)),
             "{registered:?}"
         );
+    }
+
+    #[test]
+    fn the_scale_subresource_writes_the_replicas_where_the_crd_keeps_them() {
+        use crate::admission::eval::{AdmissionInput, evaluate};
+        use serde_json::json;
+        let katalog = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: t}
+spec:
+  resources:
+    - group: cache.example.com
+      kind: Cache
+      plural: caches
+      hub: v1
+      versions: [v1]
+      crd: cache.crd.yaml
+  admission:
+    validations:
+      - name: size-fixed
+        resources: [cache.example.com/v1/caches]
+        path: spec.size
+        check: {immutable: true}
+      - name: tier-fixed
+        resources: [cache.example.com/v1/caches]
+        path: spec.tier
+        check: {immutable: true}
+"#;
+        let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: caches.cache.example.com}
+spec:
+  group: cache.example.com
+  scope: Namespaced
+  names: {plural: caches, singular: cache, kind: Cache}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: {type: integer}
+                tier: {type: string}
+      subresources:
+        scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.size}
+"#;
+        let ir = crate::compile_with_crds(&[Source::new("t.yaml", katalog)], |_| {
+            Ok(vec![Source::new("cache.crd.yaml", crd)])
+        })
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+        let implied: Vec<Vec<&str>> = ir
+            .admission
+            .validations
+            .iter()
+            .map(implied_subresources)
+            .collect();
+        assert_eq!(implied, [vec!["scale"], vec![]]);
+        let scale = |replicas: u64| {
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                   "metadata": {"name": "c", "namespace": "data"},
+                   "spec": {"replicas": replicas}})
+        };
+        let input = |old: u64, new: u64| AdmissionInput {
+            operation: Operation::Update,
+            group: "cache.example.com".into(),
+            version: "v1".into(),
+            resource: "caches".into(),
+            subresource: "scale".into(),
+            kind: "Scale".into(),
+            name: "c".into(),
+            namespace: "data".into(),
+            object: Some(scale(new)),
+            old_object: Some(scale(old)),
+            username: "u".into(),
+            groups: Vec::new(),
+            dry_run: false,
+            namespace_object: None,
+            request: json!({}),
+        };
+        let denials = |i: &AdmissionInput| evaluate(&ir, i, Endpoint::Validate).message();
+        assert_eq!(
+            denials(&input(3, 9)),
+            "[size-fixed] `spec.size` is immutable: it was 3, now 9"
+        );
+        assert_eq!(denials(&input(3, 3)), "");
     }
 
     #[test]
