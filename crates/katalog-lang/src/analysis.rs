@@ -258,7 +258,7 @@ impl Kind {
             Kind::Integer => "an integer",
             Kind::Number => "a number",
             Kind::Boolean => "a boolean",
-            Kind::IntOrString => "int-or-string",
+            Kind::IntOrString => "an int-or-string",
             Kind::Untyped => "untyped",
         }
     }
@@ -999,7 +999,10 @@ impl Walk<'_> {
                                 Kind::of(&tn).name(),
                                 self.to
                             ),
-                            None,
+                            Some(format!(
+                                "declare `{tp}` `type: string` in {}, or join with a `cel` rule",
+                                self.to
+                            )),
                         );
                     }
                 }
@@ -1231,7 +1234,20 @@ impl Walk<'_> {
                 "an `enum`, `type: integer`, or a `pattern` of canonical integers such as `^(0|-?[1-9][0-9]{0,17})$`"
             }
             (Kind::String, Kind::Boolean) => "an `enum` or `pattern: ^(true|false)$`",
-            _ => "an `enum`, or `type: integer`",
+            (Kind::String, _) => "an `enum` of numbers in canonical form",
+            _ => "an `enum` of integers, or `type: integer`",
+        };
+        let help = if sn.enum_values.is_empty() {
+            format!(
+                "restrict `{sp}` in {} ({restrict}) to values that convert",
+                self.from
+            )
+        } else {
+            format!(
+                "drop {} from the `enum` of `{sp}` in {}",
+                bad.join(", "),
+                self.from
+            )
         };
         let at = self.rule_at(id, None);
         self.error(
@@ -1242,10 +1258,7 @@ impl Walk<'_> {
                 bad.join(", "),
                 tt.name()
             ),
-            Some(format!(
-                "restrict `{sp}` in {} ({restrict}) to values that convert",
-                self.from
-            )),
+            Some(help),
         );
     }
 

@@ -354,11 +354,20 @@ impl Compiler<'_> {
                 .and_then(|crd| crd.version(scope.spoke_version))
                 .and_then(|v| v.schema.clone());
             let Some(schema) = schema else {
-                let why = match scope.crd {
-                    None => "the resource names no readable `crd:`".to_string(),
-                    Some(crd) => format!(
-                        "CRD `{}` gives no schema for `{}`",
-                        crd.name, scope.spoke_version
+                let (why, help) = match scope.crd {
+                    None => (
+                        "the resource names no readable `crd:`".to_string(),
+                        "set `crd:` on the resource to the CRD manifest".to_string(),
+                    ),
+                    Some(crd) => (
+                        format!(
+                            "CRD `{}` gives no schema for `{}`",
+                            crd.name, scope.spoke_version
+                        ),
+                        format!(
+                            "give `{}` a `schema.openAPIV3Schema` in the CRD",
+                            scope.spoke_version
+                        ),
                     ),
                 };
                 self.error(
@@ -367,7 +376,7 @@ impl Compiler<'_> {
                     ErrorKind::Schema,
                     format!("`remainder: true` is computed from the spoke's CRD schema, but {why}"),
                 )
-                .help = Some("set `crd:` on the resource to the CRD manifest".into());
+                .help = Some(help);
                 continue;
             };
             found = Some(RemainderIr {

@@ -526,6 +526,7 @@ impl Schemas {
                     .at(reference.loc.clone(), Some(&reference.source))
             };
             let mut found = Vec::new();
+            let mut unparsable = false;
             for source in sources {
                 match crate::yaml::read_documents(&source.text) {
                     Ok(roots) => found.extend(roots.iter().filter_map(|root| {
@@ -536,11 +537,18 @@ impl Schemas {
                         };
                         Crd::from_manifest(&root.to_value(), loc)
                     })),
-                    Err(e) => diags.push(error(format!(
-                        "failed to parse CRD file {}: {}",
-                        source.name,
-                        e.message()
-                    ))),
+                    Err(e) => {
+                        unparsable = true;
+                        let at = e
+                            .position()
+                            .map(|(line, column)| format!(":{line}:{column}"))
+                            .unwrap_or_default();
+                        diags.push(error(format!(
+                            "failed to parse CRD file {}{at}: {}",
+                            source.name,
+                            e.message()
+                        )));
+                    }
                 }
             }
             let names = || {
@@ -559,6 +567,8 @@ impl Schemas {
                         .crds
                         .insert((reference.group.clone(), reference.kind.clone()), crd);
                 }
+                // The parse error says why.
+                None if found.is_empty() && unparsable => {}
                 None if found.is_empty() => diags.push(
                     error(format!(
                         "`{}` holds no CustomResourceDefinition",
