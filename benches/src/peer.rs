@@ -419,7 +419,7 @@ mod tests {
         let out = katalog_lang::admission::review::review_admission_bytes(
             &ir,
             &body,
-            katalog_lang::admission::Endpoint::Validate,
+            katalog_lang::admission::eval::Endpoint::Validate,
         )
         .expect("an answer");
         let message = out["response"]["status"]["message"].as_str().unwrap();

@@ -226,7 +226,11 @@ pub fn admit(
             };
             let (verdict, error) = match input {
                 Ok(input) => (
-                    Some(katalog_lang::admission::evaluate(ir, &input, Endpoint::All)),
+                    Some(katalog_lang::admission::eval::evaluate(
+                        ir,
+                        &input,
+                        Endpoint::All,
+                    )),
                     None,
                 ),
                 Err(e) => (None, Some(e)),

@@ -1092,7 +1092,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
             let input = request
                 .to_input(&ir)
                 .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
-            let verdict = katalog_lang::admission::evaluate(&ir, &input, Endpoint::All);
+            let verdict = katalog_lang::admission::eval::evaluate(&ir, &input, Endpoint::All);
             match output {
                 AdmitFormat::Json => outln!(
                     "{}",

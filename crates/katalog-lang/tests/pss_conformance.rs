@@ -13,8 +13,8 @@
 //! `go mod download -json k8s.io/pod-security-admission` in `testenv/pss`,
 //! whose go.mod and go.sum pin the release. See docs/pod-security.md.
 
+use katalog_lang::admission::eval::evaluate;
 use katalog_lang::admission::eval::{Endpoint, SimulatedRequest, Verdict};
-use katalog_lang::admission::evaluate;
 use katalog_lang::{Ir, Source, compile_sources};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::eval::AdmissionInput;
+use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
 use crate::document::PodControllers;
 use crate::path::Path;

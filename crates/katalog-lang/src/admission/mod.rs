@@ -7,6 +7,7 @@
 pub mod autogen;
 pub mod compile;
 pub mod eval;
+pub mod input;
 pub mod known;
 pub mod review;
 pub mod types;
@@ -22,7 +23,7 @@ use crate::cel::CelProgram;
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::path::{Path, Segment};
 
-pub use eval::{AdmissionInput, Endpoint, Verdict, evaluate};
+pub use input::{AdmissionInput, Endpoint};
 
 /// Everything admission needs, compiled.
 #[derive(Debug, Default)]

@@ -14,7 +14,7 @@
 use serde_json::Value;
 
 use super::MatchIr;
-use super::eval::AdmissionInput;
+use super::input::AdmissionInput;
 use crate::conversion::convert;
 use crate::ir::Ir;
 

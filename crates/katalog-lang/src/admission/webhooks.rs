@@ -27,7 +27,7 @@
 
 use std::collections::BTreeSet;
 
-use super::eval::Endpoint;
+use super::input::Endpoint;
 use super::{MatchIr, ResourcePattern, SelectorIr, ValidationIr};
 use crate::document::Operation;
 use crate::ir::Ir;

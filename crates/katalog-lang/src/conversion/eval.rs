@@ -6,8 +6,6 @@
 //! simultaneously, so their order never matters and a swap of two fields
 //! works. Fields no rule names pass through untouched.
 
-use std::fmt;
-
 use serde_json::{Map, Value};
 
 use crate::document::{ScalarType, Unmapped};
@@ -20,33 +18,8 @@ use super::stash::{StashState, Stashed};
 pub use crate::json::{json_eq, split_api_version};
 use crate::json::{show, type_name};
 
-/// The apiserver's limit on the total size of an object's annotations.
-pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
-
-/// Why one object could not be converted.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct ConvertError {
-    pub message: String,
-    /// The rule that failed, as `file:line:col (kind)`.
-    pub rule: Option<String>,
-}
-
-impl fmt::Display for ConvertError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(r) = &self.rule {
-            write!(f, " (rule at {r})")?;
-        }
-        Ok(())
-    }
-}
-
-pub(super) fn fail<T>(message: impl Into<String>) -> Result<T, ConvertError> {
-    Err(ConvertError {
-        message: message.into(),
-        rule: None,
-    })
-}
+use super::error::fail;
+pub use super::error::{ANNOTATIONS_LIMIT, ConvertError};
 
 /// Convert one object to `desired_api_version`. The object may be at any
 /// served version of its resource.

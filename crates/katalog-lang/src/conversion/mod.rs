@@ -31,6 +31,7 @@
 //! assert_eq!(out["response"]["convertedObjects"][0]["spec"]["container"]["image"], "busybox");
 //! ```
 
+mod error;
 pub mod eval;
 pub mod remainder;
 pub mod review;

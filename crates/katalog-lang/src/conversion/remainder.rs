@@ -26,7 +26,7 @@
 
 use serde_json::{Map, Value};
 
-use super::eval::ANNOTATIONS_LIMIT;
+use super::error::ANNOTATIONS_LIMIT;
 use crate::ir::RemainderIr;
 use crate::path::{Path, Segment};
 use crate::schema::SchemaNode;

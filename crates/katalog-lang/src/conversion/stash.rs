@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::eval::{ANNOTATIONS_LIMIT, ConvertError, fail};
+use super::error::{ANNOTATIONS_LIMIT, ConvertError, fail};
 
 /// The key that lists the fields of a section that were absent.
 const ABSENT: &str = "!absent";

@@ -1,0 +1,59 @@
+//! What the evaluator is asked: one admission request
+//! ([`AdmissionInput`]) at one webhook endpoint ([`Endpoint`]). Its own
+//! module so that the parts of `admission` that read a request
+//! (`versions`, `autogen`, `webhooks`) need not import the evaluator.
+
+use serde_json::Value;
+
+use crate::document::Operation;
+
+/// Which webhook endpoint is asking; `All` simulates them in the
+/// apiserver's order: mutations, then validations and protections on the
+/// mutated object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Validate,
+    Mutate,
+    DeletionProtection,
+    NamespaceProtection,
+    StrictMode,
+    All,
+}
+
+impl Endpoint {
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "validate",
+            Endpoint::Mutate => "mutate",
+            Endpoint::DeletionProtection => "deletion-protection",
+            Endpoint::NamespaceProtection => "namespace-protection",
+            Endpoint::StrictMode => "strict-mode-protection",
+            Endpoint::All => "all",
+        }
+    }
+}
+
+/// One admission request, as the evaluator needs it.
+#[derive(Clone, Debug)]
+pub struct AdmissionInput {
+    pub operation: Operation,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    /// Empty for the main resource.
+    pub subresource: String,
+    pub kind: String,
+    pub name: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub object: Option<Value>,
+    pub old_object: Option<Value>,
+    pub username: String,
+    pub groups: Vec<String>,
+    pub dry_run: bool,
+    /// The namespace the object lives in, when the caller has it (CEL's
+    /// `namespaceObject`, and namespace label selectors).
+    pub namespace_object: Option<Value>,
+    /// The request as CEL's `request` sees it.
+    pub request: Value,
+}
