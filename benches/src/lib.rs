@@ -6,6 +6,11 @@
 //! `cargo test --all-targets` they see no `--bench` argument and run every
 //! case once, unmeasured, as a smoke test.
 
+/// The allocator the `katalog` binary uses (see `crates/katalog-cli`), so
+/// that the benchmarks and the load tool measure what ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod fixtures;
 pub mod harness;
 pub mod load;
