@@ -542,7 +542,7 @@ fn the_secret_is_generated_reused_and_restored() {
             let mut calls = calls.lock().expect("the calls");
             calls.push(m.clone());
             if calls.len() == 1 {
-                Err("no space left on device".into())
+                Err("no space left on device".to_string())
             } else {
                 Ok(())
             }

@@ -222,7 +222,7 @@ pub fn admit(
                 // The apiserver never sends such an object; saying so beats
                 // an `ALLOWED` that no rule looked at.
                 Some(k) => Err(format!("the object has no {k}")),
-                None => request.to_input(ir),
+                None => request.to_input(ir).map_err(|e| e.to_string()),
             };
             let (verdict, error) = match input {
                 Ok(input) => (
@@ -338,9 +338,12 @@ pub fn convert(ir: &Ir, objects: &Objects, to: &str) -> (Vec<Value>, Vec<String>
     let mut converted = Vec::new();
     let mut failures = Vec::new();
     for (i, object) in objects.items.iter().enumerate() {
-        let result = crate::desired_api_version(ir, object, to).and_then(|desired| {
-            katalog_lang::review::convert_checked(ir, object, &desired).map_err(|e| e.to_string())
-        });
+        let result = crate::desired_api_version(ir, object, to)
+            .map_err(|e| e.to_string())
+            .and_then(|desired| {
+                katalog_lang::review::convert_checked(ir, object, &desired)
+                    .map_err(|e| e.to_string())
+            });
         match result {
             Ok(v) => converted.push(v),
             Err(e) => failures.push(format!(

@@ -1393,7 +1393,9 @@ fn serve_exit(e: katalog_runtime::ServeError) -> Exit {
     }
 }
 
-fn duration_arg(s: &str) -> Result<std::time::Duration, String> {
+fn duration_arg(
+    s: &str,
+) -> Result<std::time::Duration, katalog_runtime::selfsigned::DurationError> {
     katalog_runtime::selfsigned::parse_duration(s)
 }
 
@@ -1579,15 +1581,28 @@ fn read_objects(file: &str) -> Result<Vec<Value>, Exit> {
         .collect())
 }
 
+/// An object to convert with `--to VERSION` that has no apiVersion to take
+/// the group from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NoApiVersion;
+
+impl std::fmt::Display for NoApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the object has no apiVersion")
+    }
+}
+
+impl std::error::Error for NoApiVersion {}
+
 /// `--to v2` means the object's group at v2; a full apiVersion is taken as is.
-fn desired_api_version(ir: &Ir, object: &Value, to: &str) -> Result<String, String> {
+fn desired_api_version(ir: &Ir, object: &Value, to: &str) -> Result<String, NoApiVersion> {
     if to.contains('/') {
         return Ok(to.to_string());
     }
     let api_version = object
         .get("apiVersion")
         .and_then(Value::as_str)
-        .ok_or("the object has no apiVersion")?;
+        .ok_or(NoApiVersion)?;
     let (group, _) = katalog_lang::convert::split_api_version(api_version);
     let _ = ir;
     Ok(format!("{group}/{to}"))
@@ -1651,6 +1666,23 @@ mod tests {
         let mut missing = Vec::new();
         walk(&super::Cli::command(), "", &mut missing);
         assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn to_a_version_takes_the_group_of_the_object() {
+        let ir = katalog_lang::compile_sources(&[katalog_lang::Source::new(
+            "crontab.yaml",
+            include_str!("../../../katalogs/crontab.yaml"),
+        )])
+        .expect("compiles");
+        let object = serde_json::json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab"});
+        assert_eq!(
+            super::desired_api_version(&ir, &object, "v2"),
+            Ok("stable.example.com/v2".to_string())
+        );
+        let err = super::desired_api_version(&ir, &serde_json::json!({}), "v2").unwrap_err();
+        assert_eq!(err, super::NoApiVersion);
+        assert_eq!(err.to_string(), "the object has no apiVersion");
     }
 
     #[test]

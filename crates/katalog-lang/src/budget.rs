@@ -75,12 +75,15 @@ pub fn current() -> Budget {
     CURRENT.with(Cell::get)
 }
 
+/// This thread's deadline has passed: the review ran out of time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("evaluation stopped: the review ran out of time (--request-timeout)")]
+pub struct DeadlineExceeded;
+
 /// An error when this thread's deadline has passed.
-pub fn check_deadline() -> Result<(), String> {
+pub fn check_deadline() -> Result<(), DeadlineExceeded> {
     match current().deadline {
-        Some(deadline) if Instant::now() >= deadline => {
-            Err("evaluation stopped: the review ran out of time (--request-timeout)".to_string())
-        }
+        Some(deadline) if Instant::now() >= deadline => Err(DeadlineExceeded),
         _ => Ok(()),
     }
 }
@@ -99,8 +102,9 @@ mod tests {
         };
         scoped(past, || {
             assert_eq!(current().cel_cost_limit, 7);
+            assert_eq!(check_deadline(), Err(DeadlineExceeded));
             assert_eq!(
-                check_deadline().unwrap_err(),
+                DeadlineExceeded.to_string(),
                 "evaluation stopped: the review ran out of time (--request-timeout)"
             );
         });

@@ -67,6 +67,8 @@ use kube_cel::cel::{Context, ExecutionError, FunctionContext, IdedExpr, Value};
 use regex::Regex;
 use serde_json::Value as Json;
 
+use crate::budget::DeadlineExceeded;
+
 /// Maximum nesting depth of JSON values converted into or out of CEL.
 ///
 /// Both the conversion here and cel's internal value representation recurse
@@ -111,24 +113,134 @@ const REGEX_CACHE_MAX_PATTERN_LEN: usize = 4096;
 
 /// Errors from compiling or evaluating a CEL expression.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CelError {
     /// The expression could not be parsed (or uses unsupported syntax).
-    #[error("failed to compile CEL expression `{expr}`: {message}")]
+    #[error("failed to compile CEL expression `{expr}`: {reason}")]
     Compile {
         /// The expression source.
         expr: String,
         /// What went wrong.
-        message: String,
+        reason: CompileFailure,
     },
     /// The expression failed while being evaluated, or its result could not
     /// be converted to JSON.
-    #[error("failed to evaluate CEL expression `{expr}`: {message}")]
+    #[error("failed to evaluate CEL expression `{expr}`: {reason}")]
     Eval {
         /// The expression source.
         expr: String,
         /// What went wrong.
-        message: String,
+        reason: EvalFailure,
     },
+}
+
+/// Why an expression did not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileFailure {
+    /// The source is longer than `MAX_SOURCE_LEN` bytes.
+    #[error("expression is {len} bytes long; the limit is {limit}", limit = MAX_SOURCE_LEN)]
+    TooLong { len: usize },
+    /// The parser thread could not be started.
+    #[error("could not start the CEL parser thread: {0}")]
+    ParserThread(String),
+    /// The parser's own errors, as it renders them.
+    #[error("{0}")]
+    Syntax(String),
+    /// The parsed tree is deeper than `MAX_AST_DEPTH`.
+    #[error("expression is nested too deeply (more than {limit} levels)", limit = MAX_AST_DEPTH)]
+    TooDeep,
+    /// The parser produced a node it leaves unspecified.
+    #[error("expression contains an unspecified node")]
+    UnspecifiedNode,
+    /// A protobuf message construction (`Foo{a: 1}`), which cel 0.13 cannot evaluate.
+    #[error("message construction `{type_name}{{...}}` is not supported")]
+    MessageConstruction { type_name: String },
+    /// A `field: value` entry of a message inside a map literal.
+    #[error("struct field `{field}` is not allowed in a map literal")]
+    StructField { field: String },
+    /// The estimate for lists of `STATIC_LIST_ITEMS` items is over the default budget.
+    #[error(
+        "its estimated cost is {cost} already for lists of {items} items, over the \
+         budget of {limit} per evaluation",
+        items = crate::budget::STATIC_LIST_ITEMS,
+        limit = crate::budget::DEFAULT_CEL_COST_LIMIT
+    )]
+    TooCostly { cost: u64 },
+    /// The parser panicked.
+    #[error(transparent)]
+    Panic(#[from] InterpreterPanic),
+}
+
+/// Why an evaluation failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalFailure {
+    /// The review's deadline has passed.
+    #[error(transparent)]
+    Deadline(#[from] DeadlineExceeded),
+    /// The estimated cost is over the budget: the expression was not run.
+    #[error(
+        "not evaluated: its estimated cost {cost} is over the budget of {limit} \
+         per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
+    )]
+    OverBudget { cost: u64, limit: u64, largest: u64 },
+    /// A bound value could not be converted to CEL.
+    #[error("variable `{name}`: {reason}")]
+    Variable { name: String, reason: ValueError },
+    /// The interpreter's own error.
+    #[error(transparent)]
+    Interpreter(#[from] ExecutionError),
+    /// The interpreter panicked.
+    #[error(transparent)]
+    Panic(#[from] InterpreterPanic),
+    /// The result could not be converted to JSON.
+    #[error(transparent)]
+    Result(#[from] ValueError),
+    /// [`CelProgram::eval_bool`] got something else than a `bool`.
+    #[error("expected a bool result, got {got}")]
+    NotBool { got: String },
+}
+
+/// Why a value could not cross between JSON and CEL.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// A JSON value nested deeper than `MAX_VALUE_DEPTH`.
+    #[error("value is nested too deeply (more than {limit} levels)", limit = MAX_VALUE_DEPTH)]
+    ValueTooDeep,
+    /// A JSON number that is neither an `int`, a `uint` nor a `double`.
+    #[error("number {0} cannot be represented in CEL")]
+    Number(serde_json::Number),
+    /// A value to add a field to that is not a map.
+    #[error("not a map")]
+    NotAMap,
+    /// A CEL result nested deeper than `MAX_VALUE_DEPTH`.
+    #[error("result is nested too deeply (more than {limit} levels)", limit = MAX_VALUE_DEPTH)]
+    ResultTooDeep,
+    /// `NaN` or an infinity, which JSON has no number for.
+    #[error("result contains the non-finite double {0}")]
+    NonFinite(f64),
+    /// A map key other than a string.
+    #[error(
+        "result map has a non-string key {key} ({}); JSON object keys must be strings",
+        key_type_name(.key)
+    )]
+    NonStringKey { key: Key },
+    /// An opaque extension value (quantity, semver, ip, url, ...).
+    #[error("a value of type {type_name} cannot be converted to JSON")]
+    Opaque { type_name: String },
+    /// A function value.
+    #[error("the function `{name}` cannot be converted to JSON")]
+    Function { name: String },
+}
+
+/// A panic inside the CEL parser or interpreter, caught (see `run_guarded`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("internal error in the CEL interpreter: {detail}")]
+pub struct InterpreterPanic {
+    /// The panic's message.
+    pub detail: String,
 }
 
 /// A compiled CEL expression.
@@ -224,15 +336,12 @@ impl CelProgram {
     /// levels of nested sub-expressions and expression trees deeper than 32
     /// levels (see `MAX_AST_DEPTH` for why).
     pub fn compile(expr: &str) -> Result<CelProgram, CelError> {
-        let compile_error = |message: String| CelError::Compile {
+        let compile_error = |reason: CompileFailure| CelError::Compile {
             expr: expr.to_owned(),
-            message,
+            reason,
         };
         if expr.len() > MAX_SOURCE_LEN {
-            return Err(compile_error(format!(
-                "expression is {} bytes long; the limit is {MAX_SOURCE_LEN}",
-                expr.len()
-            )));
+            return Err(compile_error(CompileFailure::TooLong { len: expr.len() }));
         }
         // Parse on a dedicated thread with a large stack: the parser's stack
         // use grows with nesting (see `PARSER_STACK_SIZE`) and compiling is
@@ -244,7 +353,7 @@ impl CelProgram {
                 .name("katalog-cel-parser".to_owned())
                 .stack_size(PARSER_STACK_SIZE)
                 .spawn_scoped(scope, || parse_and_check(expr))
-                .map_err(|err| format!("could not start the CEL parser thread: {err}"))?;
+                .map_err(|err| CompileFailure::ParserThread(err.to_string()))?;
             parser
                 .join()
                 .map_err(|payload| panic_message(payload.as_ref()))?
@@ -252,12 +361,7 @@ impl CelProgram {
         .map_err(compile_error)?;
         let cost = estimate(&ast, crate::budget::STATIC_LIST_ITEMS);
         if cost > crate::budget::DEFAULT_CEL_COST_LIMIT {
-            return Err(compile_error(format!(
-                "its estimated cost is {cost} already for lists of {} items, over the \
-                 budget of {} per evaluation",
-                crate::budget::STATIC_LIST_ITEMS,
-                crate::budget::DEFAULT_CEL_COST_LIMIT,
-            )));
+            return Err(compile_error(CompileFailure::TooCostly { cost }));
         }
         let iterates = estimate(&ast, 1) != estimate(&ast, 2);
         let mut reads = Vec::new();
@@ -341,7 +445,7 @@ impl CelProgram {
     /// last binding wins.
     pub fn eval(&self, vars: &[(&str, &Json)]) -> Result<Json, CelError> {
         let value = self.execute(vars)?;
-        cel_to_json(&value, 0).map_err(|message| self.eval_error(message))
+        cel_to_json(&value, 0).map_err(|reason| self.eval_error(reason))
     }
 
     /// Evaluates like [`eval`](Self::eval) and requires a `bool` result; any
@@ -349,10 +453,9 @@ impl CelProgram {
     pub fn eval_bool(&self, vars: &[(&str, &Json)]) -> Result<bool, CelError> {
         match self.execute(vars)? {
             Value::Bool(b) => Ok(b),
-            other => Err(self.eval_error(format!(
-                "expected a bool result, got {}",
-                cel_type_name(&other)
-            ))),
+            other => Err(self.eval_error(EvalFailure::NotBool {
+                got: cel_type_name(&other),
+            })),
         }
     }
 
@@ -385,7 +488,7 @@ impl CelProgram {
 
     /// Fails as an evaluation would once the request's deadline has passed.
     pub fn check_deadline(&self) -> Result<(), CelError> {
-        crate::budget::check_deadline().map_err(|message| self.eval_error(message))
+        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))
     }
 
     /// Evaluates like [`eval`](Self::eval) with `shared` bound first and
@@ -401,7 +504,7 @@ impl CelProgram {
         vars: &[(&str, CelArg<'_>)],
     ) -> Result<Json, CelError> {
         let value = self.execute_shared(shared, vars)?;
-        cel_to_json(&value, 0).map_err(|message| self.eval_error(message))
+        cel_to_json(&value, 0).map_err(|reason| self.eval_error(reason))
     }
 
     /// [`eval_shared`](Self::eval_shared), the result ready to be bound
@@ -421,7 +524,7 @@ impl CelProgram {
         shared: &CelBindings,
         vars: &[(&str, CelArg<'_>)],
     ) -> Result<Value, CelError> {
-        crate::budget::check_deadline().map_err(|message| self.eval_error(message))?;
+        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
         if self.inner.iterates {
             let limit = crate::budget::current().cel_cost_limit;
             let largest = vars
@@ -433,14 +536,18 @@ impl CelProgram {
                 .fold(shared.largest, u64::max);
             let cost = self.cost(largest);
             if cost > limit {
-                return Err(self.eval_error(format!(
-                    "not evaluated: its estimated cost {cost} is over the budget of {limit} \
-                     per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
-                )));
+                return Err(self.eval_error(EvalFailure::OverBudget {
+                    cost,
+                    limit,
+                    largest,
+                }));
             }
         }
-        if let Some((name, message)) = &shared.failed {
-            return Err(self.eval_error(format!("variable `{name}`: {message}")));
+        if let Some((name, reason)) = &shared.failed {
+            return Err(self.eval_error(EvalFailure::Variable {
+                name: name.clone(),
+                reason: reason.clone(),
+            }));
         }
         let mut ctx = shared.ctx.new_inner_scope();
         for (name, arg) in vars {
@@ -465,18 +572,23 @@ impl CelProgram {
                 CelArg::Part(_) if !self.reads(name) => continue,
                 CelArg::Part(json) => json_to_cel(json, 0),
             }
-            .map_err(|message| self.eval_error(format!("variable `{name}`: {message}")))?;
+            .map_err(|reason| {
+                self.eval_error(EvalFailure::Variable {
+                    name: (*name).to_owned(),
+                    reason,
+                })
+            })?;
             ctx.add_variable_from_value(*name, value);
         }
         match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.eval_error(error.to_string())),
+            Ok(Err(error)) => Err(self.eval_error(error)),
             Err(panic) => Err(self.eval_error(panic)),
         }
     }
 
     fn execute(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
-        crate::budget::check_deadline().map_err(|message| self.eval_error(message))?;
+        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
         if self.inner.iterates {
             let limit = crate::budget::current().cel_cost_limit;
             let largest = vars
@@ -486,29 +598,34 @@ impl CelProgram {
                 .unwrap_or(0);
             let cost = self.cost(largest);
             if cost > limit {
-                return Err(self.eval_error(format!(
-                    "not evaluated: its estimated cost {cost} is over the budget of {limit} \
-                     per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
-                )));
+                return Err(self.eval_error(EvalFailure::OverBudget {
+                    cost,
+                    limit,
+                    largest,
+                }));
             }
         }
         let mut ctx = base_context().new_inner_scope();
         for (name, value) in vars {
-            let value = json_to_cel(value, 0)
-                .map_err(|message| self.eval_error(format!("variable `{name}`: {message}")))?;
+            let value = json_to_cel(value, 0).map_err(|reason| {
+                self.eval_error(EvalFailure::Variable {
+                    name: (*name).to_owned(),
+                    reason,
+                })
+            })?;
             ctx.add_variable_from_value(*name, value);
         }
         match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.eval_error(error.to_string())),
+            Ok(Err(error)) => Err(self.eval_error(error)),
             Err(panic) => Err(self.eval_error(panic)),
         }
     }
 
-    fn eval_error(&self, message: String) -> CelError {
+    fn eval_error(&self, reason: impl Into<EvalFailure>) -> CelError {
         CelError::Eval {
             expr: self.inner.source.clone(),
-            message,
+            reason: reason.into(),
         }
     }
 }
@@ -517,7 +634,7 @@ impl CelProgram {
 #[derive(Clone, Debug)]
 pub struct CelValue {
     /// The converted value, or why it cannot be converted.
-    value: Result<Value, String>,
+    value: Result<Value, ValueError>,
     /// Items of the largest list or map in it (for the cost estimate).
     largest: u64,
 }
@@ -561,7 +678,7 @@ impl CelValue {
                 }))
             }
             (Ok(Value::Map(_)), Err(e)) | (Err(e), _) => Err(e.clone()),
-            (Ok(_), _) => Err("not a map".to_owned()),
+            (Ok(_), _) => Err(ValueError::NotAMap),
         };
         let largest = match &merged {
             // The replaced value may have held the largest collection.
@@ -615,7 +732,7 @@ pub struct CelBindings {
     ctx: Context<'static>,
     /// The first value that could not be converted, and why: every
     /// evaluation fails with it, as it would binding the JSON values.
-    failed: Option<(String, String)>,
+    failed: Option<(String, ValueError)>,
     largest: u64,
 }
 
@@ -640,7 +757,7 @@ impl CelBindings {
             }
             match json_to_cel(json, 0) {
                 Ok(value) => ctx.add_variable_from_value(*name, value),
-                Err(message) => failed = Some(((*name).to_owned(), message)),
+                Err(reason) => failed = Some(((*name).to_owned(), reason)),
             }
         }
         CelBindings {
@@ -672,25 +789,25 @@ impl CelBindings {
 /// `panic = "abort"`, and the process-wide panic hook still runs (by default
 /// it prints the panic message to stderr); the hook is deliberately left
 /// alone because it is global state owned by the application.
-fn run_guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+fn run_guarded<T>(f: impl FnOnce() -> T) -> Result<T, InterpreterPanic> {
     panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| panic_message(payload.as_ref()))
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+fn panic_message(payload: &(dyn Any + Send)) -> InterpreterPanic {
     let detail = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic payload".to_owned());
-    format!("internal error in the CEL interpreter: {detail}")
+    InterpreterPanic { detail }
 }
 
-fn parse_and_check(expr: &str) -> Result<IdedExpr, String> {
+fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     let mut ast = Parser::new()
         .enable_optional_syntax(true)
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(expr)
-        .map_err(|errors| errors.to_string())?;
+        .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
@@ -1034,19 +1151,16 @@ const IN_FUNCTION: &str = "@katalog_in";
 ///   value to `false`. They become `x[?'f'][?'g']` and `x[?'f'][?k]`.
 ///
 /// Returns whether `expr` is such an optional chain (produces an optional).
-fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, String> {
+fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
     if depth > MAX_AST_DEPTH {
-        return Err(format!(
-            "expression is nested too deeply (more than {MAX_AST_DEPTH} levels)"
-        ));
+        return Err(CompileFailure::TooDeep);
     }
     let depth = depth + 1;
     match &mut expr.expr {
-        Expr::Unspecified => Err("expression contains an unspecified node".to_owned()),
-        Expr::Struct(s) => Err(format!(
-            "message construction `{}{{...}}` is not supported",
-            s.type_name
-        )),
+        Expr::Unspecified => Err(CompileFailure::UnspecifiedNode),
+        Expr::Struct(s) => Err(CompileFailure::MessageConstruction {
+            type_name: s.type_name.clone(),
+        }),
         Expr::Literal(_) | Expr::Ident(_) => Ok(false),
         Expr::Select(select) => {
             let optional_operand = prepare(&mut select.operand, depth)?;
@@ -1105,10 +1219,9 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, String> {
                         prepare(&mut e.value, depth)?;
                     }
                     EntryExpr::StructField(f) => {
-                        return Err(format!(
-                            "struct field `{}` is not allowed in a map literal",
-                            f.field
-                        ));
+                        return Err(CompileFailure::StructField {
+                            field: f.field.clone(),
+                        });
                     }
                 }
             }
@@ -1279,11 +1392,9 @@ impl RegexCache {
 // JSON -> CEL
 // ---------------------------------------------------------------------------
 
-fn json_to_cel(value: &Json, depth: usize) -> Result<Value, String> {
+fn json_to_cel(value: &Json, depth: usize) -> Result<Value, ValueError> {
     if depth > MAX_VALUE_DEPTH {
-        return Err(format!(
-            "value is nested too deeply (more than {MAX_VALUE_DEPTH} levels)"
-        ));
+        return Err(ValueError::ValueTooDeep);
     }
     Ok(match value {
         Json::Null => Value::Null,
@@ -1296,7 +1407,7 @@ fn json_to_cel(value: &Json, depth: usize) -> Result<Value, String> {
             } else if let Some(f) = n.as_f64() {
                 Value::Float(f)
             } else {
-                return Err(format!("number {n} cannot be represented in CEL"));
+                return Err(ValueError::Number(n.clone()));
             }
         }
         Json::String(s) => Value::String(Arc::new(s.clone())),
@@ -1310,7 +1421,7 @@ fn json_to_cel(value: &Json, depth: usize) -> Result<Value, String> {
             let map = fields
                 .iter()
                 .map(|(k, v)| Ok((Key::String(Arc::new(k.clone())), json_to_cel(v, depth + 1)?)))
-                .collect::<Result<HashMap<_, _>, String>>()?;
+                .collect::<Result<HashMap<_, _>, ValueError>>()?;
             Value::Map(Map { map: Arc::new(map) })
         }
     })
@@ -1320,11 +1431,9 @@ fn json_to_cel(value: &Json, depth: usize) -> Result<Value, String> {
 // CEL -> JSON
 // ---------------------------------------------------------------------------
 
-fn cel_to_json(value: &Value, depth: usize) -> Result<Json, String> {
+fn cel_to_json(value: &Value, depth: usize) -> Result<Json, ValueError> {
     if depth > MAX_VALUE_DEPTH {
-        return Err(format!(
-            "result is nested too deeply (more than {MAX_VALUE_DEPTH} levels)"
-        ));
+        return Err(ValueError::ResultTooDeep);
     }
     Ok(match value {
         Value::Null => Json::Null,
@@ -1333,7 +1442,7 @@ fn cel_to_json(value: &Value, depth: usize) -> Result<Json, String> {
         Value::UInt(u) => Json::from(*u),
         Value::Float(f) => serde_json::Number::from_f64(*f)
             .map(Json::Number)
-            .ok_or_else(|| format!("result contains the non-finite double {f}"))?,
+            .ok_or(ValueError::NonFinite(*f))?,
         Value::String(s) => Json::String(s.as_str().to_owned()),
         Value::Bytes(b) => Json::String(base64_encode(b)),
         Value::Timestamp(ts) => {
@@ -1354,12 +1463,9 @@ fn cel_to_json(value: &Value, depth: usize) -> Result<Json, String> {
                 .iter()
                 .map(|(k, v)| match k {
                     Key::String(s) => Ok((s.as_str(), v)),
-                    other => Err(format!(
-                        "result map has a non-string key {other} ({}); JSON object keys must be strings",
-                        key_type_name(other)
-                    )),
+                    other => Err(ValueError::NonStringKey { key: other.clone() }),
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, ValueError>>()?;
             // CEL maps are unordered: sort for a deterministic result.
             fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
             let mut object = serde_json::Map::with_capacity(fields.len());
@@ -1374,14 +1480,15 @@ fn cel_to_json(value: &Value, depth: usize) -> Result<Json, String> {
                 None => Json::Null,
             },
             None => {
-                return Err(format!(
-                    "a value of type {} cannot be converted to JSON",
-                    opaque.runtime_type_name()
-                ));
+                return Err(ValueError::Opaque {
+                    type_name: opaque.runtime_type_name().to_owned(),
+                });
             }
         },
         Value::Function(name, _) => {
-            return Err(format!("the function `{name}` cannot be converted to JSON"));
+            return Err(ValueError::Function {
+                name: name.to_string(),
+            });
         }
     })
 }
@@ -1544,9 +1651,9 @@ mod tests {
             .eval(vars)
         {
             Ok(v) => panic!("expected `{expr}` to fail, got {v}"),
-            Err(CelError::Eval { expr: e, message }) => {
+            Err(CelError::Eval { expr: e, reason }) => {
                 assert_eq!(e, expr);
-                message
+                reason.to_string()
             }
             Err(other) => panic!("expected an Eval error, got {other:?}"),
         }
@@ -1893,11 +2000,14 @@ mod tests {
     #[test]
     fn compile_errors() {
         let err = CelProgram::compile("1 +").unwrap_err();
-        let CelError::Compile { expr, message } = &err else {
+        let CelError::Compile { expr, reason } = &err else {
             panic!("expected a compile error, got {err:?}");
         };
         assert_eq!(expr, "1 +");
-        assert!(!message.is_empty());
+        assert!(
+            matches!(reason, CompileFailure::Syntax(text) if !text.is_empty()),
+            "{reason:?}"
+        );
         assert!(
             err.to_string()
                 .starts_with("failed to compile CEL expression `1 +`: "),
@@ -1908,7 +2018,21 @@ mod tests {
         assert!(CelProgram::compile("").is_err());
         // Message construction parses but cel 0.13 cannot evaluate it.
         let err = CelProgram::compile("Foo{a: 1}").unwrap_err();
-        assert!(err.to_string().contains("not supported"), "{err}");
+        assert!(
+            matches!(
+                &err,
+                CelError::Compile {
+                    reason: CompileFailure::MessageConstruction { type_name },
+                    ..
+                } if type_name == "Foo"
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with(": message construction `Foo{...}` is not supported"),
+            "{err}"
+        );
         // Overly large expressions are rejected up front.
         let long = format!("true{}", " || true".repeat(30_000));
         let err = CelProgram::compile(&long).unwrap_err();
@@ -1999,6 +2123,16 @@ mod tests {
             cel_cost_limit: p.cost(49),
         };
         let err = crate::budget::scoped(over, || p.eval_bool(&[("self", &list)])).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                CelError::Eval {
+                    reason: EvalFailure::OverBudget { largest: 50, .. },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert_eq!(
             err.to_string(),
             format!(
@@ -2023,6 +2157,16 @@ mod tests {
             cel_cost_limit: u64::MAX,
         };
         let err = crate::budget::scoped(late, || p.eval_bool(&[("self", &list)])).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                CelError::Eval {
+                    reason: EvalFailure::Deadline(DeadlineExceeded),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(
             err.to_string()
                 .ends_with("evaluation stopped: the review ran out of time (--request-timeout)"),
@@ -2050,10 +2194,13 @@ mod tests {
                 .unwrap()
                 .eval_bool(&[])
                 .unwrap_err();
-            let CelError::Eval { message, .. } = &err else {
+            let CelError::Eval { reason, .. } = &err else {
                 panic!("expected an eval error, got {err:?}");
             };
-            assert_eq!(message, &format!("expected a bool result, got {type_name}"));
+            assert_eq!(
+                reason.to_string(),
+                format!("expected a bool result, got {type_name}")
+            );
         }
         // Evaluation errors pass through unchanged.
         let err = CelProgram::compile("nope")
@@ -2290,10 +2437,14 @@ mod tests {
 
     #[test]
     fn panics_become_errors() {
-        let msg = run_guarded(|| -> i32 { panic!("boom") }).unwrap_err();
-        assert_eq!(msg, "internal error in the CEL interpreter: boom");
-        let msg = run_guarded(|| -> i32 { panic!("{}", String::from("dyn")) }).unwrap_err();
-        assert!(msg.ends_with("dyn"), "{msg}");
+        let err = run_guarded(|| -> i32 { panic!("boom") }).unwrap_err();
+        assert_eq!(err.detail, "boom");
+        assert_eq!(
+            err.to_string(),
+            "internal error in the CEL interpreter: boom"
+        );
+        let err = run_guarded(|| -> i32 { panic!("{}", String::from("dyn")) }).unwrap_err();
+        assert_eq!(err.detail, "dyn");
         assert_eq!(run_guarded(|| 5), Ok(5));
         // A panic while the cache lock is held must not break later calls.
         let cache = RegexCache::new(2, 16);

@@ -6,7 +6,7 @@
 //! ways; `unwrap`, `join` and `mapToList` become the ops of their mirrors
 //! with the sides swapped.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -445,8 +445,34 @@ impl Compiler<'_> {
             Direction::Down => "hub",
             Direction::Up => "spoke",
         };
+        // Two rules overlap when a path of one is a prefix of a path of the
+        // other. Every read path is indexed once and each path's prefixes
+        // are looked up, so the cost follows the total path length, not
+        // every pair of rules; the pairs found are then reported as the
+        // pairwise check would, in rule order.
+        let mut by_path: HashMap<&[Segment], Vec<usize>> = HashMap::new();
+        for (n, (_, r)) in owners.iter().enumerate() {
+            for p in self.rules[r.0 as usize].reads(dir) {
+                by_path.entry(p.segments()).or_default().push(n);
+            }
+        }
+        let mut earlier: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); owners.len()];
+        for (n, (_, r)) in owners.iter().enumerate() {
+            for p in self.rules[r.0 as usize].reads(dir) {
+                let segs = p.segments();
+                for k in 0..=segs.len() {
+                    for &m in by_path.get(&segs[..k]).into_iter().flatten() {
+                        if m != n {
+                            earlier[n.max(m)].insert(n.min(m));
+                        }
+                    }
+                }
+            }
+        }
+        let mut conflicts = Vec::new();
         for (n, (i, a)) in owners.iter().enumerate() {
-            for (j, b) in &owners[..n] {
+            for &m in &earlier[n] {
+                let (j, b) = &owners[m];
                 let ra = &self.rules[a.0 as usize];
                 let rb = &self.rules[b.0 as usize];
                 let hit = ra.reads(dir).iter().find_map(|pa| {
@@ -456,16 +482,19 @@ impl Compiler<'_> {
                         .map(|pb| (pa.clone(), pb.clone()))
                 });
                 if let Some((pa, pb)) = hit {
-                    let first = scope.doc.locate(&at.index(*j));
-                    self.error(
-                        scope.doc,
-                        &at.index(*i),
-                        ErrorKind::Conflict,
-                        format!("this rule and an earlier one both use {side} path `{pa}` (the other uses `{pb}`)"),
-                    )
-                    .related = Some((first, "the earlier rule".into()));
+                    conflicts.push((*i, *j, pa, pb));
                 }
             }
+        }
+        for (i, j, pa, pb) in conflicts {
+            let first = scope.doc.locate(&at.index(j));
+            self.error(
+                scope.doc,
+                &at.index(i),
+                ErrorKind::Conflict,
+                format!("this rule and an earlier one both use {side} path `{pa}` (the other uses `{pb}`)"),
+            )
+            .related = Some((first, "the earlier rule".into()));
         }
     }
 
@@ -1312,7 +1341,12 @@ impl Compiler<'_> {
                 let regex = match anchored_regex(pat) {
                     Ok(r) => r,
                     Err(e) => {
-                        self.error(scope.doc, &at.key("pattern"), ErrorKind::Pattern, e);
+                        self.error(
+                            scope.doc,
+                            &at.key("pattern"),
+                            ErrorKind::Pattern,
+                            e.to_string(),
+                        );
                         return None;
                     }
                 };

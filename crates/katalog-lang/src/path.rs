@@ -38,6 +38,24 @@ pub struct PathError {
     pub reason: String,
 }
 
+/// Why [`Path::set`] could not write `path`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetError {
+    /// The value at `at`, on the way to `path`, exists and is not an object.
+    #[error("cannot set `{path}`: `{at}` is not an object")]
+    NotAnObject { path: Path, at: Path },
+    /// The list element `at`, on the way to `path`, does not exist.
+    #[error("cannot set `{path}`: no list element at `{at}`")]
+    NoListElement { path: Path, at: Path },
+    /// `path` ends with an index and there is no such list element.
+    #[error("cannot set `{path}`: no list element there")]
+    NoLastElement { path: Path },
+    /// `path` has a `[*]`: it names no one place.
+    #[error("cannot set `{path}`: it has a wildcard")]
+    Wildcard { path: Path },
+}
+
 fn is_plain_key_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '$' | '@')
 }
@@ -214,7 +232,7 @@ impl Path {
 
     /// Set the value at this path, creating intermediate objects. Fails when an
     /// intermediate value exists and is not an object (or a list for an index).
-    pub fn set(&self, value: &mut Value, new: Value) -> Result<(), String> {
+    pub fn set(&self, value: &mut Value, new: Value) -> Result<(), SetError> {
         let Some((last, parents)) = self.segments.split_last() else {
             *value = new;
             return Ok(());
@@ -227,23 +245,23 @@ impl Path {
                         *cur = Value::Object(Map::new());
                     }
                     let Value::Object(m) = cur else {
-                        return Err(format!(
-                            "cannot set `{self}`: `{}` is not an object",
-                            Path::from_segments(self.segments[..depth].to_vec())
-                        ));
+                        return Err(SetError::NotAnObject {
+                            path: self.clone(),
+                            at: Path::from_segments(self.segments[..depth].to_vec()),
+                        });
                     };
                     m.entry(k.clone()).or_insert(Value::Null)
                 }
                 Segment::Index(i) => match cur {
                     Value::Array(a) if *i < a.len() => &mut a[*i],
                     _ => {
-                        return Err(format!(
-                            "cannot set `{self}`: no list element at `{}`",
-                            Path::from_segments(self.segments[..=depth].to_vec())
-                        ));
+                        return Err(SetError::NoListElement {
+                            path: self.clone(),
+                            at: Path::from_segments(self.segments[..=depth].to_vec()),
+                        });
                     }
                 },
-                Segment::Wildcard => return Err(format!("cannot set `{self}`: it has a wildcard")),
+                Segment::Wildcard => return Err(SetError::Wildcard { path: self.clone() }),
             };
         }
         match last {
@@ -256,10 +274,10 @@ impl Path {
                         m.insert(k.clone(), new);
                         Ok(())
                     }
-                    _ => Err(format!(
-                        "cannot set `{self}`: `{}` is not an object",
-                        Path::from_segments(parents.to_vec())
-                    )),
+                    _ => Err(SetError::NotAnObject {
+                        path: self.clone(),
+                        at: Path::from_segments(parents.to_vec()),
+                    }),
                 }
             }
             Segment::Index(i) => match cur {
@@ -267,9 +285,9 @@ impl Path {
                     a[*i] = new;
                     Ok(())
                 }
-                _ => Err(format!("cannot set `{self}`: no list element there")),
+                _ => Err(SetError::NoLastElement { path: self.clone() }),
             },
-            Segment::Wildcard => Err(format!("cannot set `{self}`: it has a wildcard")),
+            Segment::Wildcard => Err(SetError::Wildcard { path: self.clone() }),
         }
     }
 
@@ -690,8 +708,27 @@ mod tests {
         let err = p("spec.keep.inner").set(&mut v, json!(1)).unwrap_err();
         assert_eq!(
             err,
+            SetError::NotAnObject {
+                path: p("spec.keep.inner"),
+                at: p("spec.keep")
+            }
+        );
+        assert_eq!(
+            err.to_string(),
             "cannot set `spec.keep.inner`: `spec.keep` is not an object"
         );
+        let err = p("list[5].x").set(&mut v, json!(1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot set `list[5].x`: no list element at `list[5]`"
+        );
+        let err = p("list[5]").set(&mut v, json!(1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot set `list[5]`: no list element there"
+        );
+        let err = p("list[*].x").set(&mut v, json!(1)).unwrap_err();
+        assert_eq!(err.to_string(), "cannot set `list[*].x`: it has a wildcard");
         assert_eq!(p("nothing.here").take(&mut v), None);
     }
 

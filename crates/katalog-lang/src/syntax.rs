@@ -39,16 +39,24 @@ pub fn qualified_name_problem(key: &str) -> Option<String> {
     None
 }
 
+/// Why a `pattern` does not compile: the regex crate's reason, its last
+/// line (the caret diagram above it points into the anchored text the
+/// author never wrote).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the pattern does not compile: {reason}")]
+pub struct PatternError {
+    pub reason: String,
+}
+
 /// Compile a pattern that must match the whole value; the error says why not.
-pub fn anchored_regex(pattern: &str) -> Result<Regex, String> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-        format!(
-            "the pattern does not compile: {}",
-            e.to_string()
-                .lines()
-                .last()
-                .unwrap_or("")
-                .trim_start_matches("error: ")
-        )
+pub fn anchored_regex(pattern: &str) -> Result<Regex, PatternError> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| PatternError {
+        reason: e
+            .to_string()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_string(),
     })
 }

@@ -29,7 +29,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
-use crate::cluster::{self, RegisterReport};
+use crate::cluster::{self, ClusterError, RegisterReport};
 use crate::leader::{Elector, LeaderElection};
 use crate::metrics::LeaseLabels;
 use crate::registration::{
@@ -86,7 +86,9 @@ pub struct Outcome {
     pub hash: String,
     pub at: SystemTime,
     pub took: Duration,
-    pub result: Result<RegisterReport, String>,
+    /// The error is shared: an outcome is kept as the last one and the
+    /// last change, and read from the status.
+    pub result: Result<RegisterReport, Arc<ClusterError>>,
 }
 
 impl Outcome {
@@ -414,7 +416,7 @@ impl Housekeeper {
                         hash: loaded.hash.clone(),
                         at: SystemTime::now(),
                         took: started.elapsed(),
-                        result: result.map_err(|e| e.to_string()),
+                        result: result.map_err(Arc::new),
                     };
                     record(&status, outcome);
                 }

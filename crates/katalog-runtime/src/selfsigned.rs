@@ -91,7 +91,10 @@ pub enum SelfSignedError {
     #[error(
         "failed to use Secret {secret}: it exists, is not labelled {MANAGED_BY_LABEL}={MANAGER}, and {why}; katalog does not overwrite it (name another Secret, or delete this one)"
     )]
-    Foreign { secret: SecretRef, why: String },
+    Foreign {
+        secret: SecretRef,
+        why: MaterialError,
+    },
     #[error("failed to write the serving certificate to {path}: {source}")]
     Files {
         path: String,
@@ -101,6 +104,87 @@ pub enum SelfSignedError {
 }
 
 type Result<T, E = SelfSignedError> = std::result::Result<T, E>;
+
+/// Why a duration (`--cert-validity 90d`) does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    #[error("{text:?}: the unit must be s, m, h or d")]
+    Unit { text: String },
+    #[error("{text:?}: expected a positive duration such as 90d, 12h or 30s")]
+    Value { text: String },
+}
+
+/// Why what a Secret holds cannot be served: a new CA replaces it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaterialError {
+    /// One of the four keys is missing.
+    #[error("it has no {key}")]
+    Missing { key: &'static str },
+    /// A key holds something else than UTF-8 text.
+    #[error("its {key} is not PEM text")]
+    NotText { key: &'static str },
+    /// `ca.crt` is not a sequence of PEM blocks.
+    #[error("ca.crt is not PEM: {0}")]
+    CaNotPem(String),
+    /// A certificate of `ca.crt` does not parse as X.509.
+    #[error("ca.crt holds an unreadable certificate: {0}")]
+    CaUnreadable(String),
+    /// `ca.crt` holds no certificate at all.
+    #[error("ca.crt holds no certificate")]
+    NoCa,
+}
+
+/// Why the serving certificate must be issued again.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CertificateError {
+    /// The certificate and key do not load as a pair.
+    #[error(transparent)]
+    Pair(#[from] crate::tls::TlsError),
+    #[error("tls.crt holds no certificate")]
+    NoCertificate,
+    #[error("tls.crt is unreadable: {0}")]
+    Unreadable(String),
+    /// A CA of the bundle is refused as a trust anchor.
+    #[error("ca.crt: {0}")]
+    Anchor(rustls::Error),
+    /// No verifier could be built from the bundle.
+    #[error(transparent)]
+    Verifier(#[from] rustls::client::VerifierBuilderError),
+    /// One of the names to serve is not a DNS name or an IP address.
+    #[error("{name}: {source}")]
+    Name {
+        name: String,
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// A client trusting the bundle would refuse the certificate for `name`.
+    #[error("it is not valid for {name}: {source}")]
+    NotValidFor { name: String, source: rustls::Error },
+}
+
+/// Why a change of what is served could not be served (the keeper hands it
+/// over again at the next check).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChangeError {
+    /// The serving files could not be written.
+    #[error(transparent)]
+    Files(#[from] SelfSignedError),
+    /// The server did not load the new certificate.
+    #[error(transparent)]
+    Reload(#[from] crate::state::Error),
+}
+
+/// Why the Secret gives nothing to serve.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum Stored {
+    #[error("the Secret does not exist")]
+    Missing,
+    #[error("the Secret is unusable: {0}")]
+    Unusable(MaterialError),
+}
 
 /// `NAMESPACE/NAME` of the Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,7 +283,7 @@ impl Policy {
 }
 
 /// `90d`, `36h`, `15m`, `45s`, `1.5s`, or plain seconds.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     let t = s.trim();
     let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
         Some(i) => t.split_at(i),
@@ -210,15 +294,19 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         "m" => 60.0,
         "h" => 3600.0,
         "d" => DAY as f64,
-        _ => return Err(format!("{s:?}: the unit must be s, m, h or d")),
+        _ => {
+            return Err(DurationError::Unit {
+                text: s.to_string(),
+            });
+        }
     };
     match number.trim().parse::<f64>() {
         Ok(n) if n.is_finite() && n * scale >= 0.001 && n * scale < 1e11 => {
             Ok(Duration::from_secs_f64(n * scale))
         }
-        _ => Err(format!(
-            "{s:?}: expected a positive duration such as 90d, 12h or 30s"
-        )),
+        _ => Err(DurationError::Value {
+            text: s.to_string(),
+        }),
     }
 }
 
@@ -263,13 +351,13 @@ impl fmt::Debug for Material {
 
 impl Material {
     /// The four keys of a Secret; `Err` names what is missing.
-    pub fn from_secret(secret: &Secret) -> std::result::Result<Material, String> {
+    pub fn from_secret(secret: &Secret) -> std::result::Result<Material, MaterialError> {
         let data = secret.data.as_ref();
-        let get = |key: &str| -> std::result::Result<String, String> {
+        let get = |key: &'static str| -> std::result::Result<String, MaterialError> {
             let bytes = data
                 .and_then(|d| d.get(key))
-                .ok_or_else(|| format!("it has no {key}"))?;
-            String::from_utf8(bytes.0.clone()).map_err(|_| format!("its {key} is not PEM text"))
+                .ok_or(MaterialError::Missing { key })?;
+            String::from_utf8(bytes.0.clone()).map_err(|_| MaterialError::NotText { key })
         };
         Ok(Material {
             ca_bundle: get(CA_CRT)?,
@@ -329,10 +417,10 @@ struct Ca {
     public_key: Vec<u8>,
 }
 
-fn ca_from_der(der: CertificateDer<'static>) -> std::result::Result<Ca, String> {
+fn ca_from_der(der: CertificateDer<'static>) -> std::result::Result<Ca, MaterialError> {
     let (not_before, not_after, public_key) = {
         let (_, x509) = x509_parser::parse_x509_certificate(&der)
-            .map_err(|e| format!("ca.crt holds an unreadable certificate: {e}"))?;
+            .map_err(|e| MaterialError::CaUnreadable(e.to_string()))?;
         (
             x509.validity().not_before.timestamp(),
             x509.validity().not_after.timestamp(),
@@ -348,12 +436,12 @@ fn ca_from_der(der: CertificateDer<'static>) -> std::result::Result<Ca, String> 
     })
 }
 
-fn parse_ca_bundle(pem: &str) -> std::result::Result<Vec<Ca>, String> {
+fn parse_ca_bundle(pem: &str) -> std::result::Result<Vec<Ca>, MaterialError> {
     let cas = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .map(|der| ca_from_der(der.map_err(|e| format!("ca.crt is not PEM: {e}"))?))
-        .collect::<std::result::Result<Vec<Ca>, String>>()?;
+        .map(|der| ca_from_der(der.map_err(|e| MaterialError::CaNotPem(e.to_string()))?))
+        .collect::<std::result::Result<Vec<Ca>, MaterialError>>()?;
     if cas.is_empty() {
-        return Err("ca.crt holds no certificate".into());
+        return Err(MaterialError::NoCa);
     }
     Ok(cas)
 }
@@ -446,39 +534,44 @@ fn serving_expiry(
     cas: &[Ca],
     names: &[String],
     now: i64,
-) -> std::result::Result<i64, String> {
+) -> std::result::Result<i64, CertificateError> {
     crate::tls::certified_key_from_pem(
         material.cert.as_bytes(),
         material.key.as_bytes(),
         TLS_CRT,
         TLS_KEY,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let leaf = CertificateDer::pem_slice_iter(material.cert.as_bytes())
         .next()
         .and_then(Result::ok)
-        .ok_or("tls.crt holds no certificate")?;
+        .ok_or(CertificateError::NoCertificate)?;
     let not_after = x509_parser::parse_x509_certificate(&leaf)
         .map(|(_, x)| x.validity().not_after.timestamp())
-        .map_err(|e| format!("tls.crt is unreadable: {e}"))?;
+        .map_err(|e| CertificateError::Unreadable(e.to_string()))?;
     let mut roots = rustls::RootCertStore::empty();
     for ca in cas {
         roots
             .add(ca.der.clone())
-            .map_err(|e| format!("ca.crt: {e}"))?;
+            .map_err(CertificateError::Anchor)?;
     }
     let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
-    .build()
-    .map_err(|e| e.to_string())?;
+    .build()?;
     let when = UnixTime::since_unix_epoch(Duration::from_secs(now.max(0) as u64));
     for name in names {
-        let server_name = ServerName::try_from(name.clone()).map_err(|e| format!("{name}: {e}"))?;
+        let server_name =
+            ServerName::try_from(name.clone()).map_err(|source| CertificateError::Name {
+                name: name.clone(),
+                source,
+            })?;
         verifier
             .verify_server_cert(&leaf, &[], &server_name, &[], when)
-            .map_err(|e| format!("it is not valid for {name}: {e}"))?;
+            .map_err(|source| CertificateError::NotValidFor {
+                name: name.clone(),
+                source,
+            })?;
     }
     Ok(not_after)
 }
@@ -563,7 +656,7 @@ pub fn plan(
     };
     let cas = match parse_ca_bundle(&m.ca_bundle) {
         Ok(cas) => cas,
-        Err(e) => return fresh(e),
+        Err(e) => return fresh(e.to_string()),
     };
     let Ok(ca_key) = rcgen::KeyPair::from_pem(&m.ca_key) else {
         return fresh("ca.key is not a private key".into());
@@ -609,7 +702,7 @@ pub fn plan(
         let (pem, key) = new_ca(label, now, policy.ca_validity)?;
         let der = CertificateDer::from_pem_slice(pem.as_bytes())
             .map_err(|e| SelfSignedError::Generate(e.to_string()))?;
-        let ca = ca_from_der(der).map_err(SelfSignedError::Generate)?;
+        let ca = ca_from_der(der).map_err(|e| SelfSignedError::Generate(e.to_string()))?;
         reasons.push(format!(
             "a new CA: the CA expires at {}, within ca-rotate-before ({})",
             at(trusted[0].not_after),
@@ -638,7 +731,7 @@ pub fn plan(
                     at(expiry),
                     format_duration(policy.cert_rotate_before)
                 ),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             let (ca_pem, ca_key, ca_expiry) = &signing;
             let not_after = (now + secs(policy.cert_validity)).min(*ca_expiry);
@@ -842,15 +935,13 @@ impl SelfSigned {
                         source,
                     })?;
             let stored = match &existing {
-                Some(s) => {
-                    Material::from_secret(s).map_err(|e| format!("the Secret is unusable: {e}"))
-                }
-                None => Err("the Secret does not exist".to_string()),
+                Some(s) => Material::from_secret(s).map_err(Stored::Unusable),
+                None => Err(Stored::Missing),
             };
             // A Secret katalog did not write is used only when it holds the
             // four keys (made by hand for katalog); anything else, such as
             // another tool's TLS Secret, is left alone.
-            if let (Some(secret), Err(why)) = (&existing, &stored) {
+            if let (Some(secret), Err(Stored::Unusable(why))) = (&existing, &stored) {
                 let ours = secret
                     .metadata
                     .labels
@@ -860,9 +951,7 @@ impl SelfSigned {
                 if !ours {
                     return Err(SelfSignedError::Foreign {
                         secret: self.secret.clone(),
-                        why: why
-                            .trim_start_matches("the Secret is unusable: ")
-                            .to_string(),
+                        why: why.clone(),
                     });
                 }
             }
@@ -889,7 +978,7 @@ impl SelfSigned {
             let (material, reasons) = match (elsewhere, stored_plan) {
                 (Some(s), stored_plan) => {
                     let why = match (&stored, &stored_plan) {
-                        (Err(e), _) => e.clone(),
+                        (Err(e), _) => e.to_string(),
                         (Ok(_), Some(Plan::Write { reasons, .. })) => {
                             format!("the Secret's own would need {}", reasons.join("; "))
                         }
@@ -910,8 +999,11 @@ impl SelfSigned {
                 }
                 (None, Some(Plan::Write { material, reasons })) => (material, reasons),
                 (None, _) => {
-                    let why = stored.as_ref().err().map_or("", String::as_str);
-                    fresh(&label, &self.names, &self.policy, unix(now), why)?
+                    let why = stored
+                        .as_ref()
+                        .err()
+                        .map_or_else(String::new, ToString::to_string);
+                    fresh(&label, &self.names, &self.policy, unix(now), &why)?
                 }
             };
             match self.write(&api, existing.as_ref(), &material).await {
@@ -1039,9 +1131,9 @@ impl Prepared {
         let files = Arc::new(files);
         let on_change = {
             let files = files.clone();
-            move |m: &Material| -> std::result::Result<(), String> {
-                files.write(m).map_err(|e| e.to_string())?;
-                state.reload_cert().map_err(|e| e.to_string())?;
+            move |m: &Material| -> std::result::Result<(), ChangeError> {
+                files.write(m)?;
+                state.reload_cert()?;
                 ca_bundle.store(Arc::new(m.ca_bundle.as_bytes().to_vec()));
                 Ok(())
             }
@@ -1120,11 +1212,11 @@ impl SelfSigned {
     /// Each change of what is served is handed to `on_change`; until that
     /// succeeds, what was served before still counts as served, so the next
     /// check hands the change over again.
-    pub fn spawn(
+    pub fn spawn<E: fmt::Display>(
         self,
         kubeconfig: Option<PathBuf>,
         serving: Material,
-        on_change: impl FnMut(&Material) -> std::result::Result<(), String> + Send + 'static,
+        on_change: impl FnMut(&Material) -> std::result::Result<(), E> + Send + 'static,
     ) -> KeeperHandle {
         let status = Arc::new(Mutex::new(KeeperStatus::default()));
         let current = Arc::new(ArcSwap::from_pointee(serving));
@@ -1165,12 +1257,12 @@ impl SelfSigned {
         }
     }
 
-    async fn run(
+    async fn run<E: fmt::Display>(
         self,
         kubeconfig: Option<PathBuf>,
         current: Arc<ArcSwap<Material>>,
         status: Arc<Mutex<KeeperStatus>>,
-        mut on_change: impl FnMut(&Material) -> std::result::Result<(), String>,
+        mut on_change: impl FnMut(&Material) -> std::result::Result<(), E>,
         mut stop: watch::Receiver<bool>,
     ) {
         let client = loop {
@@ -1251,7 +1343,7 @@ impl SelfSigned {
                             Err(e) => {
                                 tracing::error!(secret = %self.secret, error = %e, "the new certificate could not be served; the previous one keeps serving; retrying at the next check");
                                 s.errors += 1;
-                                s.last_error = Some(e);
+                                s.last_error = Some(e.to_string());
                             }
                         }
                     }
@@ -1624,6 +1716,42 @@ mod tests {
     }
 
     #[test]
+    fn an_unusable_secret_says_which_key_is_wrong() {
+        let m = Material {
+            ca_bundle: "a".into(),
+            ca_key: "b".into(),
+            cert: "c".into(),
+            key: "d".into(),
+        };
+        let secret = |data| Secret {
+            data: Some(data),
+            ..Secret::default()
+        };
+        let mut data = m.data();
+        assert_eq!(Material::from_secret(&secret(data.clone())), Ok(m));
+        data.insert(TLS_KEY.into(), ByteString(vec![0xff]));
+        assert_eq!(
+            Material::from_secret(&secret(data.clone())),
+            Err(MaterialError::NotText { key: TLS_KEY })
+        );
+        data.remove(CA_CRT);
+        let why = Material::from_secret(&secret(data)).unwrap_err();
+        assert_eq!(why, MaterialError::Missing { key: CA_CRT });
+        assert_eq!(
+            Stored::Unusable(why.clone()).to_string(),
+            "the Secret is unusable: it has no ca.crt"
+        );
+        let foreign = SelfSignedError::Foreign {
+            secret: "katalog-system/app-credentials".parse().unwrap(),
+            why,
+        };
+        assert_eq!(
+            foreign.to_string(),
+            "failed to use Secret katalog-system/app-credentials: it exists, is not labelled app.kubernetes.io/managed-by=katalog, and it has no ca.crt; katalog does not overwrite it (name another Secret, or delete this one)"
+        );
+    }
+
+    #[test]
     fn durations_and_secret_references_parse() {
         for (text, secs) in [
             ("90d", 90 * DAY),
@@ -1652,8 +1780,12 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
         assert_eq!(
-            parse_duration("5w").unwrap_err(),
+            parse_duration("5w").unwrap_err().to_string(),
             "\"5w\": the unit must be s, m, h or d"
+        );
+        assert_eq!(
+            parse_duration("-3d").unwrap_err().to_string(),
+            "\"-3d\": expected a positive duration such as 90d, 12h or 30s"
         );
         for (d, text) in [(90 * DAY, "90d"), (7200, "2h"), (120, "2m"), (61, "61s")] {
             assert_eq!(format_duration(Duration::from_secs(d)), text);

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
 use crate::document::PodControllers;
-use crate::path::Path;
+use crate::path::{Path, SetError};
 
 /// `(kind, group, version, resource, template path)` of every pod controller.
 pub const CONTROLLERS: [(&str, &str, &str, &str, &str); 7] = [
@@ -179,7 +179,7 @@ pub fn applies(m: &MatchIr, input: &AdmissionInput) -> bool {
 
 /// Write a mutated pod view back into the controller object: its `metadata`
 /// (without the namespace the view added) and `spec` go to the template.
-pub fn write_back(view: &Value, real: &mut Value, template: &Path) -> Result<(), String> {
+pub fn write_back(view: &Value, real: &mut Value, template: &Path) -> Result<(), SetError> {
     let had_namespace = template
         .child("metadata")
         .child("namespace")

@@ -901,7 +901,7 @@ fn check(ctx: &mut Ctx, c: &Check, checked: &Path, at: &DocPath) -> Option<Check
         match crate::syntax::anchored_regex(p) {
             Ok(r) => ir.pattern = Some(r),
             Err(e) => {
-                ctx.error(&at.key("pattern"), ErrorKind::Pattern, e);
+                ctx.error(&at.key("pattern"), ErrorKind::Pattern, e.to_string());
                 ok = false;
             }
         }

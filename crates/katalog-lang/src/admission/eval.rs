@@ -6,18 +6,107 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
-use super::versions::{self, Target};
+use super::versions::{self, Target, ViewError};
 use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, SelectorIr, ValidationIr, autogen, webhooks,
 };
-use crate::cel::{CelArg, CelBindings, CelProgram, CelValue};
+use crate::cel::{CelArg, CelBindings, CelError, CelProgram, CelValue};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
 use crate::json::{json_eq, show, truncate, type_name};
-use crate::path::{Path, Segment};
+use crate::path::{Path, Segment, SetError};
 
 pub use super::input::{AdmissionInput, Endpoint};
+
+/// Why a rule could not be evaluated (it fails closed: a validation
+/// reports it as its finding, a mutation is skipped with a warning).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// A CEL expression failed to evaluate (the review's deadline passing
+    /// included).
+    #[error(transparent)]
+    Cel(#[from] CelError),
+    /// A Katalog-wide variable the expression reads failed to evaluate.
+    #[error("variable `{name}`: {reason}")]
+    Variable {
+        name: String,
+        reason: Box<EvalError>,
+    },
+    /// A `match` condition's expression gave something else than a boolean.
+    #[error("condition `{expression}` gave {found}, not a boolean")]
+    ConditionNotBoolean {
+        expression: String,
+        found: &'static str,
+    },
+    /// A check's `cel` gave something else than a boolean.
+    #[error("`{expression}` gave {found}, not a boolean")]
+    CheckNotBoolean {
+        expression: String,
+        found: &'static str,
+    },
+    /// A mutation's `valueExpression` failed.
+    #[error("valueExpression `{expression}` failed: {reason}")]
+    ValueExpression {
+        expression: String,
+        reason: Box<EvalError>,
+    },
+    /// A mutation could not be applied to the object.
+    #[error(transparent)]
+    Mutation(#[from] MutationError),
+}
+
+/// Why a mutation could not change the object.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MutationError {
+    /// A `valueExpression` op reached `apply` without its value.
+    #[error("the value was not computed")]
+    NotComputed,
+    /// An operation of a `jsonPatch` failed (a failing `test` is not an error).
+    #[error("jsonPatch operation {operation} failed at `{path}`: {reason}")]
+    JsonPatch {
+        /// Its index in the patch.
+        operation: usize,
+        /// Its JSON Pointer.
+        path: String,
+        reason: String,
+    },
+    /// `mergePatch`: there is no value at `at`.
+    #[error("`{at}` is not there to merge into")]
+    NoMergeTarget { at: Path },
+    /// `defaults`: there is no value at `at`.
+    #[error("`{at}` is not there to fill")]
+    NoDefaultsTarget { at: Path },
+    /// `defaults`: the value at `at` is not an object.
+    #[error("`{at}` is {found}, not an object")]
+    NotAnObject { at: Path, found: &'static str },
+    /// `append`: the value at `at` is not a list.
+    #[error("`{at}` is {found}, not a list")]
+    NotAList { at: Path, found: &'static str },
+    /// `set` or `default` on a path that does not end with a key.
+    #[error("`{path}` must end with a field name")]
+    NoFieldName { path: Path },
+    /// The value could not be written.
+    #[error(transparent)]
+    Set(#[from] SetError),
+}
+
+/// Why a [`SimulatedRequest`] gives no evaluator input.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// Every operation but DELETE needs `object`.
+    #[error("{} needs an object", .operation.as_str())]
+    NoObject { operation: Operation },
+    /// `resource` is not `group/version/resource` or `version/resource`.
+    #[error("`{resource}` is not group/version/resource")]
+    BadResource { resource: String },
+    /// No `resource`, and no object with apiVersion and kind to derive it from.
+    #[error("cannot tell the resource: give `resource` or an object with apiVersion and kind")]
+    UnknownResource,
+}
 
 /// A rule's finding.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -157,7 +246,7 @@ fn validate_all(
         vars
     });
     // The versions rules want the request at, each converted once.
-    let mut views: Vec<(&str, Result<AdmissionInput, String>)> = Vec::new();
+    let mut views: Vec<(&str, Result<AdmissionInput, ViewError>)> = Vec::new();
     for (i, v) in adm.validations.iter().enumerate() {
         if let (true, Target::Convert(version)) =
             (picked(i), versions::target(ir, &v.matcher, input))
@@ -235,12 +324,12 @@ struct Activation<'i> {
     variables: CelValue,
     /// Katalog-wide variables that failed to evaluate, with why; only rules
     /// that use one of them fail.
-    failed: Vec<(String, String)>,
+    failed: Vec<(String, EvalError)>,
     /// Results of the expressions that read nothing but the request (the
     /// same `match` condition or `containers` variable in many rules), by
     /// source: evaluated once per request.
     #[allow(clippy::type_complexity)]
-    request_only: RefCell<HashMap<(String, u64), Result<(Value, CelValue), String>>>,
+    request_only: RefCell<HashMap<(String, u64), Result<(Value, CelValue), CelError>>>,
 }
 
 /// The identifiers an expression may read for its result to be the same
@@ -276,13 +365,16 @@ impl Activation<'_> {
         element: Option<&(&Value, Value)>,
         local: Option<&CelValue>,
         pick: impl Fn(&(Value, CelValue)) -> T,
-    ) -> Result<T, String> {
+    ) -> Result<T, EvalError> {
         if let Some((name, e)) = self
             .failed
             .iter()
             .find(|(name, _)| uses_variable(prog.source(), name))
         {
-            return Err(format!("variable `{name}`: {e}"));
+            return Err(EvalError::Variable {
+                name: name.clone(),
+                reason: Box::new(e.clone()),
+            });
         }
         let variables = local.unwrap_or(&self.variables);
         let request_only = prog.reads_only(&REQUEST_ONLY);
@@ -298,8 +390,11 @@ impl Activation<'_> {
         );
         if request_only && let Some(found) = self.request_only.borrow().get(&key) {
             // As evaluating it again would: past the deadline, it fails.
-            prog.check_deadline().map_err(|e| e.to_string())?;
-            return found.as_ref().map(pick).map_err(String::clone);
+            prog.check_deadline()?;
+            return found
+                .as_ref()
+                .map(pick)
+                .map_err(|e| EvalError::Cel(e.clone()));
         }
         let mut args: Vec<(&str, CelArg<'_>)> = vec![("variables", CelArg::Value(variables))];
         if let Some(s) = this {
@@ -309,10 +404,11 @@ impl Activation<'_> {
             args.push(("element", CelArg::Part(element)));
             args.push(("elementIndex", CelArg::Part(index)));
         }
-        let out = prog
-            .eval_shared_value(self.bindings(), &args)
-            .map_err(|e| e.to_string());
-        let picked = out.as_ref().map(&pick).map_err(String::clone);
+        let out = prog.eval_shared_value(self.bindings(), &args);
+        let picked = out
+            .as_ref()
+            .map(&pick)
+            .map_err(|e| EvalError::Cel(e.clone()));
         if request_only {
             self.request_only.borrow_mut().insert(key, out);
         }
@@ -371,7 +467,7 @@ impl<'i> Vars<'i> {
         prog: &CelProgram,
         this: Option<&Value>,
         local: Option<&CelValue>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, EvalError> {
         self.activation
             .eval(prog, this, self.element.as_ref(), local, |(json, _)| {
                 json.clone()
@@ -379,7 +475,7 @@ impl<'i> Vars<'i> {
     }
 
     /// The Katalog-wide variables plus a rule's own.
-    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<CelValue>, String> {
+    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<CelValue>, EvalError> {
         if locals.is_empty() {
             return Ok(None);
         }
@@ -420,7 +516,7 @@ fn subject(input: &AdmissionInput) -> Option<&Value> {
     input.object.as_ref().or(input.old_object.as_ref())
 }
 
-fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, String> {
+fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, EvalError> {
     if !m.operations.contains(&input.operation) {
         return Ok(false);
     }
@@ -435,7 +531,11 @@ fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<b
 }
 
 /// The match past operation and resource (what a pod view is matched on).
-fn matches_scope(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, String> {
+fn matches_scope(
+    m: &MatchIr,
+    input: &AdmissionInput,
+    vars: Option<&Vars>,
+) -> Result<bool, EvalError> {
     let sub_ok = if m.subresources.is_empty() {
         input.subresource.is_empty()
     } else {
@@ -493,7 +593,11 @@ fn matches_scope(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Re
     }
 }
 
-fn condition_holds(c: &ConditionIr, input: &AdmissionInput, vars: &Vars) -> Result<bool, String> {
+fn condition_holds(
+    c: &ConditionIr,
+    input: &AdmissionInput,
+    vars: &Vars,
+) -> Result<bool, EvalError> {
     Ok(match c {
         ConditionIr::All(items) => {
             for i in items {
@@ -515,11 +619,10 @@ fn condition_holds(c: &ConditionIr, input: &AdmissionInput, vars: &Vars) -> Resu
         ConditionIr::Cel(prog) => match vars.eval(prog, None, None)? {
             Value::Bool(b) => b,
             other => {
-                return Err(format!(
-                    "condition `{}` gave {}, not a boolean",
-                    prog.source(),
-                    type_name(&other)
-                ));
+                return Err(EvalError::ConditionNotBoolean {
+                    expression: prog.source().to_string(),
+                    found: type_name(&other),
+                });
             }
         },
         ConditionIr::Check { paths, check } => {
@@ -561,7 +664,7 @@ fn run_check(
     input: &AdmissionInput,
     vars: &Vars,
     locals: Option<&CelValue>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
@@ -709,7 +812,7 @@ fn value_violations(
     v: &Value,
     vars: &Vars,
     locals: Option<&CelValue>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
     if let Some(want) = &check.equals
         && !json_eq(v, want)
@@ -821,11 +924,10 @@ fn value_violations(
             Value::Bool(true) => {}
             Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
             other => {
-                return Err(format!(
-                    "`{}` gave {}, not a boolean",
-                    prog.source(),
-                    type_name(&other)
-                ));
+                return Err(EvalError::CheckNotBoolean {
+                    expression: prog.source().to_string(),
+                    found: type_name(&other),
+                });
             }
         }
     }
@@ -892,7 +994,7 @@ fn validate(
     } else {
         (input, &v.check)
     };
-    let outcome = (|| -> Result<Option<String>, String> {
+    let outcome = (|| -> Result<Option<String>, EvalError> {
         let matched = if pod_view {
             matches_scope(&v.matcher, input, Some(vars))?
         } else {
@@ -941,7 +1043,7 @@ fn for_each_scopes<'i>(
     each: &ForEachIr,
     input: &'i AdmissionInput,
     vars: &Vars<'i>,
-) -> Result<Vec<(Vars<'i>, String)>, String> {
+) -> Result<Vec<(Vars<'i>, String)>, EvalError> {
     let object = subject(input).unwrap_or(&NULL);
     let mut out = Vec::new();
     for list in &each.lists {
@@ -1126,8 +1228,10 @@ fn run_mutation(
     };
     let Some(each) = &m.for_each else {
         for op in &m.ops {
-            if let Err(e) = computed(op, vars).and_then(|op| apply(&op, obj)) {
-                warn(e);
+            if let Err(e) =
+                computed(op, vars).and_then(|op| apply(&op, obj).map_err(EvalError::from))
+            {
+                warn(e.to_string());
             }
         }
         return;
@@ -1138,8 +1242,8 @@ fn run_mutation(
     };
     for (scope, label) in scopes {
         for op in &m.ops {
-            if let Err(e) =
-                computed(&op.rebased(&scope.base), &scope).and_then(|op| apply(&op, obj))
+            if let Err(e) = computed(&op.rebased(&scope.base), &scope)
+                .and_then(|op| apply(&op, obj).map_err(EvalError::from))
             {
                 warn(format!("{label}: {e}"));
             }
@@ -1151,12 +1255,15 @@ fn run_mutation(
 fn computed<'o>(
     op: &'o MutationOp,
     vars: &Vars,
-) -> Result<std::borrow::Cow<'o, MutationOp>, String> {
+) -> Result<std::borrow::Cow<'o, MutationOp>, EvalError> {
     match op {
         MutationOp::Computed { op, expression } => {
-            let value = vars
-                .eval(expression, None, None)
-                .map_err(|e| format!("valueExpression `{}` failed: {e}", expression.source()))?;
+            let value =
+                vars.eval(expression, None, None)
+                    .map_err(|e| EvalError::ValueExpression {
+                        expression: expression.source().to_string(),
+                        reason: Box::new(e),
+                    })?;
             Ok(std::borrow::Cow::Owned(op.with_value(value)))
         }
         other => Ok(std::borrow::Cow::Borrowed(other)),
@@ -1179,9 +1286,9 @@ fn fill_defaults(target: &mut Value, overlay: &Value) {
     }
 }
 
-fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
+fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), MutationError> {
     match op {
-        MutationOp::Computed { .. } => Err("the value was not computed".into()),
+        MutationOp::Computed { .. } => Err(MutationError::NotComputed),
         MutationOp::JsonPatch(patch) => {
             let mut patched = obj.clone();
             match json_patch::patch_unsafe(&mut patched, &patch.0) {
@@ -1191,10 +1298,11 @@ fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
                 }
                 // A failing `test` is a guard: the patch does not apply here.
                 Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => Ok(()),
-                Err(e) => Err(format!(
-                    "jsonPatch operation {} failed at `{}`: {}",
-                    e.operation, e.path, e.kind
-                )),
+                Err(e) => Err(MutationError::JsonPatch {
+                    operation: e.operation,
+                    path: e.path.to_string(),
+                    reason: e.kind.to_string(),
+                }),
             }
         }
         MutationOp::MergePatch { at, patch } => match get_mut(obj, at) {
@@ -1202,15 +1310,18 @@ fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
                 json_patch::merge(target, patch);
                 Ok(())
             }
-            None => Err(format!("`{at}` is not there to merge into")),
+            None => Err(MutationError::NoMergeTarget { at: at.clone() }),
         },
         MutationOp::Defaults { at, overlay } => match get_mut(obj, at) {
             Some(target) if target.is_object() => {
                 fill_defaults(target, overlay);
                 Ok(())
             }
-            Some(other) => Err(format!("`{at}` is {}, not an object", type_name(other))),
-            None => Err(format!("`{at}` is not there to fill")),
+            Some(other) => Err(MutationError::NotAnObject {
+                at: at.clone(),
+                found: type_name(other),
+            }),
+            None => Err(MutationError::NoDefaultsTarget { at: at.clone() }),
         },
         MutationOp::Default { path, value } => set_each(path, obj, value, false),
         MutationOp::Set { path, value } => set_each(path, obj, value, true),
@@ -1238,7 +1349,10 @@ fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), String> {
                         }
                     }
                     Some(other) => {
-                        return Err(format!("`{target}` is {}, not a list", type_name(other)));
+                        return Err(MutationError::NotAList {
+                            at: target,
+                            found: type_name(other),
+                        });
                     }
                 }
             }
@@ -1282,9 +1396,14 @@ fn parents(path: &Path, obj: &Value) -> Vec<Path> {
     }
 }
 
-fn set_each(path: &Path, obj: &mut Value, value: &Value, replace: bool) -> Result<(), String> {
+fn set_each(
+    path: &Path,
+    obj: &mut Value,
+    value: &Value,
+    replace: bool,
+) -> Result<(), MutationError> {
     let Some(Segment::Key(key)) = path.segments().last() else {
-        return Err(format!("`{path}` must end with a field name"));
+        return Err(MutationError::NoFieldName { path: path.clone() });
     };
     for parent in parents(path, obj) {
         let target = parent.child(key.clone());
@@ -1557,7 +1676,7 @@ fn guess_plural(kind: &str) -> String {
 
 impl SimulatedRequest {
     /// The evaluator's input; the Katalog supplies plurals of its resources.
-    pub fn to_input(&self, ir: &Ir) -> Result<AdmissionInput, String> {
+    pub fn to_input(&self, ir: &Ir) -> Result<AdmissionInput, InputError> {
         let operation = self
             .operation
             .unwrap_or(match (&self.object, &self.old_object) {
@@ -1567,7 +1686,7 @@ impl SimulatedRequest {
             });
         let subject = self.object.as_ref().or(self.old_object.as_ref());
         if operation != Operation::Delete && self.object.is_none() {
-            return Err(format!("{} needs an object", operation.as_str()));
+            return Err(InputError::NoObject { operation });
         }
         let api_version = subject
             .and_then(|o| o.get("apiVersion"))
@@ -1585,12 +1704,16 @@ impl SimulatedRequest {
                 match parts.as_slice() {
                     [v, r] => (String::new(), v.to_string(), r.to_string()),
                     [g, v, r] => (g.to_string(), v.to_string(), r.to_string()),
-                    _ => return Err(format!("`{r}` is not group/version/resource")),
+                    _ => {
+                        return Err(InputError::BadResource {
+                            resource: r.clone(),
+                        });
+                    }
                 }
             }
             None => {
                 if kind.is_empty() {
-                    return Err("cannot tell the resource: give `resource` or an object with apiVersion and kind".into());
+                    return Err(InputError::UnknownResource);
                 }
                 let plural = ir
                     .resource(group, &kind)
@@ -1637,5 +1760,87 @@ impl SimulatedRequest {
             namespace_object: self.namespace_object.clone(),
             request,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Source;
+
+    fn p(text: &str) -> Path {
+        Path::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_simulated_request_that_names_no_resource_is_refused() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  admission:\n    validations:\n      - {name: a, resources: [v1/pods], path: spec.hostPID, check: {equals: false}}\n";
+        let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+        let err = SimulatedRequest::default().to_input(&ir).unwrap_err();
+        assert_eq!(
+            err,
+            InputError::NoObject {
+                operation: Operation::Create
+            }
+        );
+        assert_eq!(err.to_string(), "CREATE needs an object");
+        let request = SimulatedRequest {
+            resource: Some("a/b/c/d".into()),
+            object: Some(json!({})),
+            ..SimulatedRequest::default()
+        };
+        assert_eq!(
+            request.to_input(&ir).unwrap_err().to_string(),
+            "`a/b/c/d` is not group/version/resource"
+        );
+        let request = SimulatedRequest {
+            object: Some(json!({"metadata": {"name": "x"}})),
+            ..SimulatedRequest::default()
+        };
+        assert_eq!(
+            request.to_input(&ir).unwrap_err(),
+            InputError::UnknownResource
+        );
+    }
+
+    #[test]
+    fn a_mutation_that_cannot_write_says_where() {
+        let mut obj = json!({"spec": {"tags": "no", "a": 1}});
+        let append = MutationOp::Append {
+            path: p("spec.tags"),
+            value: json!("x"),
+        };
+        let err = apply(&append, &mut obj).unwrap_err();
+        assert_eq!(
+            err,
+            MutationError::NotAList {
+                at: p("spec.tags"),
+                found: "a string"
+            }
+        );
+        assert_eq!(err.to_string(), "`spec.tags` is a string, not a list");
+        let set = MutationOp::Set {
+            path: p("spec.a.b"),
+            value: json!(2),
+        };
+        let err = apply(&set, &mut obj).unwrap_err();
+        assert!(matches!(
+            err,
+            MutationError::Set(SetError::NotAnObject { .. })
+        ));
+        assert_eq!(
+            err.to_string(),
+            "cannot set `spec.a.b`: `spec.a` is not an object"
+        );
+        let set = MutationOp::Set {
+            path: p("spec.list[0]"),
+            value: json!(2),
+        };
+        assert_eq!(
+            apply(&set, &mut obj).unwrap_err().to_string(),
+            "`spec.list[0]` must end with a field name"
+        );
     }
 }

@@ -29,6 +29,37 @@ pub enum AdmissionReviewError {
     UnsupportedVersion(String),
 }
 
+/// Why an AdmissionReview's `request` cannot be evaluated (the review is
+/// answered, denied with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    #[error("unknown operation `{0}`")]
+    UnknownOperation(String),
+    #[error("the request has no operation")]
+    NoOperation,
+    #[error("the request has no resource")]
+    NoResource,
+    /// `object` or `oldObject` is something else than an object.
+    #[error("`{field}` is not an object")]
+    NotAnObject { field: &'static str },
+    /// A CREATE or an UPDATE without its object.
+    #[error("{} {} request has no `object`", article(.operation), .operation.as_str())]
+    NoObject { operation: Operation },
+    #[error("an UPDATE request has no `oldObject`")]
+    NoOldObject,
+    #[error("userInfo.groups is not a list")]
+    GroupsNotAList,
+}
+
+fn article(operation: &Operation) -> &'static str {
+    if *operation == Operation::Update {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 /// Answer an AdmissionReview (as bytes) for one endpoint.
 pub fn review_admission_bytes(
     ir: &Ir,
@@ -177,7 +208,7 @@ fn string_at(v: &Value, pointer: &str) -> String {
 }
 
 /// Read what the evaluator needs from an AdmissionReview's `request`.
-pub fn input_from_request(request: &Value) -> Result<AdmissionInput, String> {
+pub fn input_from_request(request: &Value) -> Result<AdmissionInput, RequestError> {
     input_from_parts(
         request,
         request.get("object").cloned(),
@@ -191,46 +222,38 @@ fn input_from_parts(
     request: &Value,
     object: Option<Value>,
     old_object: Option<Value>,
-) -> Result<AdmissionInput, String> {
+) -> Result<AdmissionInput, RequestError> {
     let operation = match request.get("operation").and_then(Value::as_str) {
         Some("CREATE") => Operation::Create,
         Some("UPDATE") => Operation::Update,
         Some("DELETE") => Operation::Delete,
         Some("CONNECT") => Operation::Connect,
-        Some(other) => return Err(format!("unknown operation `{other}`")),
-        None => return Err("the request has no operation".into()),
+        Some(other) => return Err(RequestError::UnknownOperation(other.to_string())),
+        None => return Err(RequestError::NoOperation),
     };
     if request
         .pointer("/resource/resource")
         .and_then(Value::as_str)
         .is_none()
     {
-        return Err("the request has no resource".into());
+        return Err(RequestError::NoResource);
     }
     let object = object.filter(|v| !v.is_null());
     let old_object = old_object.filter(|v| !v.is_null());
-    for (name, v) in [("object", &object), ("oldObject", &old_object)] {
+    for (field, v) in [("object", &object), ("oldObject", &old_object)] {
         if let Some(v) = v
             && !v.is_object()
         {
-            return Err(format!("`{name}` is not an object"));
+            return Err(RequestError::NotAnObject { field });
         }
     }
     // The apiserver always sends the object of a CREATE and an UPDATE, and
     // the old object of an UPDATE: without them no rule could be evaluated.
     if matches!(operation, Operation::Create | Operation::Update) && object.is_none() {
-        let article = if operation == Operation::Update {
-            "an"
-        } else {
-            "a"
-        };
-        return Err(format!(
-            "{article} {} request has no `object`",
-            operation.as_str()
-        ));
+        return Err(RequestError::NoObject { operation });
     }
     if operation == Operation::Update && old_object.is_none() {
-        return Err("an UPDATE request has no `oldObject`".into());
+        return Err(RequestError::NoOldObject);
     }
     let groups = match request.pointer("/userInfo/groups") {
         None | Some(Value::Null) => Vec::new(),
@@ -239,7 +262,7 @@ fn input_from_parts(
             .filter_map(Value::as_str)
             .map(str::to_string)
             .collect(),
-        Some(_) => return Err("userInfo.groups is not a list".into()),
+        Some(_) => return Err(RequestError::GroupsNotAList),
     };
     // A DELETE of a collection (deletecollection, the namespace controller
     // emptying a namespace) is reviewed once per object with an empty

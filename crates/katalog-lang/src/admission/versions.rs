@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::MatchIr;
 use super::input::AdmissionInput;
-use crate::conversion::convert;
+use crate::conversion::{ConvertError, convert};
 use crate::ir::Ir;
 
 /// How a rule sees a request.
@@ -64,8 +64,21 @@ pub(crate) fn convert_object(
     object: &Value,
     group: &str,
     version: &str,
-) -> Result<Value, String> {
-    convert(ir, object, &api_version(group, version)).map_err(|e| e.to_string())
+) -> Result<Value, ConvertError> {
+    convert(ir, object, &api_version(group, version))
+}
+
+/// Why a request could not be seen at the version a rule is written against.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("failed to convert the {what} from {from} to {to}: {reason}")]
+pub struct ViewError {
+    /// `object` or `old object`.
+    pub what: &'static str,
+    /// The request's version.
+    pub from: String,
+    /// The rule's version.
+    pub to: String,
+    pub reason: ConvertError,
 }
 
 /// The request as a rule written against `version` sees it: object and
@@ -77,15 +90,15 @@ pub(crate) fn view_at(
     ir: &Ir,
     input: &AdmissionInput,
     version: &str,
-) -> Result<AdmissionInput, String> {
-    let convert_one = |o: &Option<Value>, what: &str| -> Result<Option<Value>, String> {
+) -> Result<AdmissionInput, ViewError> {
+    let convert_one = |o: &Option<Value>, what: &'static str| -> Result<Option<Value>, ViewError> {
         o.as_ref()
             .map(|o| {
-                convert_object(ir, o, &input.group, version).map_err(|e| {
-                    format!(
-                        "failed to convert the {what} from {} to {version}: {e}",
-                        input.version
-                    )
+                convert_object(ir, o, &input.group, version).map_err(|reason| ViewError {
+                    what,
+                    from: input.version.clone(),
+                    to: version.to_string(),
+                    reason,
                 })
             })
             .transpose()

@@ -91,8 +91,8 @@ fn convert_between(
     if from != resource.hub
         && let Some(r) = resource.version(from).and_then(|v| v.remainder.as_ref())
     {
-        super::remainder::restore(r, obj).map_err(|message| ConvertError {
-            message,
+        super::remainder::restore(r, obj).map_err(|e| ConvertError {
+            message: e.to_string(),
             rule: Some(r.origin.clone()),
         })?;
     }
@@ -129,8 +129,8 @@ fn convert_between(
     if to != resource.hub
         && let Some(r) = resource.version(to).and_then(|v| v.remainder.as_ref())
     {
-        super::remainder::keep(r, obj).map_err(|message| ConvertError {
-            message,
+        super::remainder::keep(r, obj).map_err(|e| ConvertError {
+            message: e.to_string(),
             rule: Some(r.origin.clone()),
         })?;
     }
@@ -261,8 +261,8 @@ impl Ctx<'_> {
                         rule: Some(rule.origin.clone()),
                     });
                 }
-                path.set(obj, value).map_err(|message| ConvertError {
-                    message,
+                path.set(obj, value).map_err(|e| ConvertError {
+                    message: e.to_string(),
                     rule: Some(rule.origin.clone()),
                 })?;
             }

@@ -28,8 +28,71 @@ use serde_json::{Map, Value};
 
 use super::error::ANNOTATIONS_LIMIT;
 use crate::ir::RemainderIr;
-use crate::path::{Path, Segment};
+use crate::path::{Path, Segment, SetError};
 use crate::schema::SchemaNode;
+
+/// Why the remainder could not be kept or restored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemainderError {
+    /// Down: the object has no `metadata` to hold the annotation.
+    #[error("the object has no metadata to hold the remainder annotation")]
+    NoMetadata,
+    /// Down: `metadata.annotations` is something else than an object.
+    #[error("metadata.annotations is not an object")]
+    AnnotationsNotAnObject,
+    /// Down: with the annotation, the annotations are over the apiserver's limit.
+    #[error(
+        "keeping the fields this version cannot represent ({}) in annotation `{annotation}` makes the object's annotations {size} bytes, over the apiserver's limit of {limit} (256 KiB)",
+        list(.fields),
+        limit = ANNOTATIONS_LIMIT
+    )]
+    OverLimit {
+        annotation: String,
+        fields: Vec<Path>,
+        size: usize,
+    },
+    /// Up: the annotation's value is not a string.
+    #[error("annotation `{annotation}` is not a string")]
+    NotAString { annotation: String },
+    /// Up: the annotation's text is not a record the engine wrote.
+    #[error(
+        "annotation `{annotation}` is not a remainder the engine wrote; remove it to drop the fields it kept"
+    )]
+    NotARemainder { annotation: String },
+    /// Up: the object is at another `resourceVersion` than the record was written at.
+    #[error(
+        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but this object is at resourceVersion {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
+        .now.as_deref().unwrap_or_default(),
+        list(.fields)
+    )]
+    StaleResourceVersion {
+        annotation: String,
+        written: String,
+        now: Option<String>,
+        fields: Vec<Path>,
+    },
+    /// Up: the object's `generation` moved more than the write of the record can explain.
+    #[error(
+        "annotation `{annotation}` was written at generation {read}, but the object is at generation {now}: the object changed since it was read, and restoring could bring back fields removed since: read the object again, or remove the annotation to drop them ({})",
+        list(.fields)
+    )]
+    StaleGeneration {
+        annotation: String,
+        read: i64,
+        now: i64,
+        fields: Vec<Path>,
+    },
+    /// Up: a list element that held kept fields changed.
+    #[error(
+        "`{element}` changed since it was read at this version, and it held fields this version cannot show ({}); they could land in another element, so nothing is restored: make this change at the hub version",
+        list(.fields)
+    )]
+    ElementChanged { element: Path, fields: Vec<Path> },
+    /// Up: a kept field could not be put back.
+    #[error(transparent)]
+    Set(#[from] SetError),
+}
 
 /// What `keep` takes out and `restore` puts back.
 struct Record {
@@ -110,7 +173,7 @@ fn unrepresentable(
 }
 
 /// Down: move what the spoke cannot represent into the annotation.
-pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
+pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), RemainderError> {
     if let Some(ann) = annotations(obj) {
         ann.shift_remove(&r.annotation);
     }
@@ -161,13 +224,13 @@ pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
     };
     let text = encode(&record);
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return Err("the object has no metadata to hold the remainder annotation".into());
+        return Err(RemainderError::NoMetadata);
     };
     let ann = meta
         .entry("annotations")
         .or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(ann) = ann else {
-        return Err("metadata.annotations is not an object".into());
+        return Err(RemainderError::AnnotationsNotAnObject);
     };
     ann.insert(r.annotation.clone(), Value::String(text));
     let size: usize = ann
@@ -175,21 +238,21 @@ pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
         .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
         .sum();
     if size > ANNOTATIONS_LIMIT {
-        return Err(format!(
-            "keeping the fields this version cannot represent ({}) in annotation `{}` makes the object's annotations {size} bytes, over the apiserver's limit of {ANNOTATIONS_LIMIT} (256 KiB)",
-            list(&record.fields),
-            r.annotation
-        ));
+        return Err(RemainderError::OverLimit {
+            annotation: r.annotation.clone(),
+            fields: paths_of(&record.fields),
+            size,
+        });
     }
     Ok(())
 }
 
-fn list(fields: &[(Path, Value)]) -> String {
-    let mut names: Vec<String> = fields
-        .iter()
-        .take(5)
-        .map(|(p, _)| format!("`{p}`"))
-        .collect();
+fn paths_of(fields: &[(Path, Value)]) -> Vec<Path> {
+    fields.iter().map(|(p, _)| p.clone()).collect()
+}
+
+fn list(fields: &[Path]) -> String {
+    let mut names: Vec<String> = fields.iter().take(5).map(|p| format!("`{p}`")).collect();
     if fields.len() > 5 {
         names.push(format!("and {} more", fields.len() - 5));
     }
@@ -221,16 +284,14 @@ fn encode(record: &Record) -> String {
     serde_json::to_string(&Value::Object(m)).unwrap_or_default()
 }
 
-fn decode(annotation: &str, text: &str) -> Result<Record, String> {
-    let bad = || {
-        format!(
-            "annotation `{annotation}` is not a remainder the engine wrote; remove it to drop the fields it kept"
-        )
+fn decode(annotation: &str, text: &str) -> Result<Record, RemainderError> {
+    let bad = || RemainderError::NotARemainder {
+        annotation: annotation.to_string(),
     };
     let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) else {
         return Err(bad());
     };
-    let paths = |key: &str| -> Result<Vec<(Path, Value)>, String> {
+    let paths = |key: &str| -> Result<Vec<(Path, Value)>, RemainderError> {
         match m.get(key) {
             None => Ok(Vec::new()),
             Some(Value::Object(entries)) => entries
@@ -264,7 +325,7 @@ fn decode(annotation: &str, text: &str) -> Result<Record, String> {
 }
 
 /// Up: put back what the annotation kept, where the object allows it.
-pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
+pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), RemainderError> {
     let Some(ann) = annotations(obj) else {
         return Ok(());
     };
@@ -277,18 +338,20 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
         meta.shift_remove("annotations");
     }
     let Value::String(text) = raw else {
-        return Err(format!("annotation `{}` is not a string", r.annotation));
+        return Err(RemainderError::NotAString {
+            annotation: r.annotation.clone(),
+        });
     };
     let record = decode(&r.annotation, &text)?;
     if let Some(written) = &record.resource_version {
         let now = resource_version(obj);
         if now.as_deref() != Some(written.as_str()) {
-            return Err(format!(
-                "annotation `{}` was written when the object was read at resourceVersion {written}, but this object is at resourceVersion {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
-                r.annotation,
-                now.unwrap_or_default(),
-                list(&record.fields)
-            ));
+            return Err(RemainderError::StaleResourceVersion {
+                annotation: r.annotation.clone(),
+                written: written.clone(),
+                now,
+                fields: paths_of(&record.fields),
+            });
         }
     }
     // An element that is gone was removed, with what it held; one that is
@@ -300,27 +363,27 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
         && now != read
         && now != read + 1
     {
-        return Err(format!(
-            "annotation `{}` was written at generation {read}, but the object is at generation {now}: the object changed since it was read, and restoring could bring back fields removed since: read the object again, or remove the annotation to drop them ({})",
-            r.annotation,
-            list(&record.fields)
-        ));
+        return Err(RemainderError::StaleGeneration {
+            annotation: r.annotation.clone(),
+            read,
+            now,
+            fields: paths_of(&record.fields),
+        });
     }
     for (element, seen) in &record.elements {
         match element.get(obj) {
             None => removed.push(element),
             Some(now) if now == seen => {}
             Some(_) => {
-                let inside: Vec<(Path, Value)> = record
-                    .fields
-                    .iter()
-                    .filter(|(p, _)| p.starts_with(element))
-                    .cloned()
-                    .collect();
-                return Err(format!(
-                    "`{element}` changed since it was read at this version, and it held fields this version cannot show ({}); they could land in another element, so nothing is restored: make this change at the hub version",
-                    list(&inside)
-                ));
+                return Err(RemainderError::ElementChanged {
+                    element: element.clone(),
+                    fields: record
+                        .fields
+                        .iter()
+                        .filter(|(p, _)| p.starts_with(element))
+                        .map(|(p, _)| p.clone())
+                        .collect(),
+                });
             }
         }
     }
@@ -341,7 +404,9 @@ pub fn restore(r: &RemainderIr, obj: &mut Value) -> Result<(), String> {
 mod tests {
     use serde_json::json;
 
+    use super::RemainderError;
     use crate::conversion::eval::{ANNOTATIONS_LIMIT, convert};
+    use crate::path::Path;
     use crate::{Ir, Source};
 
     fn ir() -> Ir {
@@ -358,6 +423,21 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_refusal_names_five_fields_and_counts_the_others() {
+        let fields: Vec<Path> = (0..7)
+            .map(|i| Path::parse(&format!("spec.items[0].f{i}")).unwrap())
+            .collect();
+        let err = RemainderError::ElementChanged {
+            element: Path::parse("spec.items[0]").unwrap(),
+            fields,
+        };
+        assert_eq!(
+            err.to_string(),
+            "`spec.items[0]` changed since it was read at this version, and it held fields this version cannot show (`spec.items[0].f0`, `spec.items[0].f1`, `spec.items[0].f2`, `spec.items[0].f3`, `spec.items[0].f4`, and 2 more); they could land in another element, so nothing is restored: make this change at the hub version"
+        );
     }
 
     #[test]
