@@ -1312,15 +1312,23 @@ pub fn value_problem(node: &SchemaNode, value: &Value) -> Option<String> {
         ));
     }
     if let Some(x) = value.as_f64() {
-        if let Some(min) = node.minimum
-            && x < min
-        {
-            return Some(format!("the minimum is {min}"));
+        if let Some(min) = node.minimum {
+            if x < min {
+                return Some(format!("the minimum is {min}"));
+            }
+            if node.exclusive_minimum && x == min {
+                return Some(format!(
+                    "it must be greater than {min} (`exclusiveMinimum`)"
+                ));
+            }
         }
-        if let Some(max) = node.maximum
-            && x > max
-        {
-            return Some(format!("the maximum is {max}"));
+        if let Some(max) = node.maximum {
+            if x > max {
+                return Some(format!("the maximum is {max}"));
+            }
+            if node.exclusive_maximum && x == max {
+                return Some(format!("it must be less than {max} (`exclusiveMaximum`)"));
+            }
         }
         if let Some(m) = node.multiple_of
             && m > 0.0
@@ -1431,14 +1439,26 @@ fn stricter(s: &SchemaNode, t: &SchemaNode, from: &str) -> Option<String> {
         return Some(format!("the format `{f}`, which {from} does not require"));
     }
     if let Some(min) = t.minimum
-        && s.minimum.is_none_or(|m| m < min)
+        && s.minimum
+            .is_none_or(|m| m < min || (m == min && t.exclusive_minimum && !s.exclusive_minimum))
     {
-        return Some(format!("minimum {min}, {from} {}", float_bound(s.minimum)));
+        return Some(format!(
+            "minimum {min}{}, {from} {}{}",
+            exclusive(t.exclusive_minimum),
+            float_bound(s.minimum),
+            exclusive(s.minimum.is_some() && s.exclusive_minimum)
+        ));
     }
     if let Some(max) = t.maximum
-        && s.maximum.is_none_or(|m| m > max)
+        && s.maximum
+            .is_none_or(|m| m > max || (m == max && t.exclusive_maximum && !s.exclusive_maximum))
     {
-        return Some(format!("maximum {max}, {from} {}", float_bound(s.maximum)));
+        return Some(format!(
+            "maximum {max}{}, {from} {}{}",
+            exclusive(t.exclusive_maximum),
+            float_bound(s.maximum),
+            exclusive(s.maximum.is_some() && s.exclusive_maximum)
+        ));
     }
     if let Some(max) = t.max_items
         && s.max_items.is_none_or(|m| m > max)
@@ -1481,6 +1501,10 @@ const VALIDATED_FORMATS: [&str; 24] = [
     "datetime",
     "date-time",
 ];
+
+fn exclusive(yes: bool) -> &'static str {
+    if yes { " (exclusive)" } else { "" }
+}
 
 fn float_bound(b: Option<f64>) -> String {
     match b {

@@ -378,12 +378,24 @@ impl<'r> Generator<'r> {
             Some("int32") => (i32::MIN as i64, i32::MAX as i64),
             _ => (i64::MIN, i64::MAX),
         };
-        let lo = node
-            .minimum
-            .map_or(type_lo, |m| (m.ceil() as i64).max(type_lo));
-        let hi = node
-            .maximum
-            .map_or(type_hi, |m| (m.floor() as i64).min(type_hi));
+        let lo = node.minimum.map_or(type_lo, |m| {
+            let lo = m.ceil() as i64;
+            let lo = if node.exclusive_minimum && m.fract() == 0.0 {
+                lo.saturating_add(1)
+            } else {
+                lo
+            };
+            lo.max(type_lo)
+        });
+        let hi = node.maximum.map_or(type_hi, |m| {
+            let hi = m.floor() as i64;
+            let hi = if node.exclusive_maximum && m.fract() == 0.0 {
+                hi.saturating_sub(1)
+            } else {
+                hi
+            };
+            hi.min(type_hi)
+        });
         let edges = [lo, hi, 0, 1, -1, 1000];
         let n = match self.rng.below(3) {
             0 => *self.rng.pick(&edges).unwrap_or(&0),
@@ -394,11 +406,17 @@ impl<'r> Generator<'r> {
     }
 
     fn number(&mut self, node: &SchemaNode) -> Value {
-        let lo = node.minimum.unwrap_or(-1e6);
-        let hi = node.maximum.unwrap_or(1e6);
+        // An exclusive bound moves in by a quarter, the finest step drawn here.
+        let lo = node
+            .minimum
+            .map_or(-1e6, |m| if node.exclusive_minimum { m + 0.25 } else { m });
+        let hi = node
+            .maximum
+            .map_or(1e6, |m| if node.exclusive_maximum { m - 0.25 } else { m });
         // Whole numbers are integers on the wire (the apiserver writes 1,
         // not 1.0); the others have a fraction.
-        let v = if self.rng.one_in(2) {
+        // (Only when a whole number lies inside the bounds.)
+        let v = if lo.ceil() <= hi.floor() && self.rng.one_in(2) {
             return Value::Number(Number::from(
                 self.rng.in_range(lo.ceil() as i64, hi.floor() as i64),
             ));
@@ -671,8 +689,10 @@ fn smaller(v: &Value, schema: Option<&SchemaNode>, keep: &[&str]) -> Vec<Value> 
         Value::Number(n) if n.as_i64() != Some(0) => {
             let zero_fits = schema.is_none_or(|s| {
                 s.enum_values.is_empty()
-                    && s.minimum.is_none_or(|m| m <= 0.0)
-                    && s.maximum.is_none_or(|m| m >= 0.0)
+                    && s.minimum
+                        .is_none_or(|m| m < 0.0 || (m == 0.0 && !s.exclusive_minimum))
+                    && s.maximum
+                        .is_none_or(|m| m > 0.0 || (m == 0.0 && !s.exclusive_maximum))
             });
             if zero_fits {
                 out.push(Value::from(0));
@@ -938,6 +958,33 @@ mod tests {
                 assert_eq!(set.len(), tags.len(), "set elements are unique: {v}");
             }
         }
+    }
+
+    #[test]
+    fn generated_numbers_stay_inside_exclusive_bounds() {
+        let int = node(serde_json::json!({
+            "type": "integer", "minimum": 0, "exclusiveMinimum": true,
+            "maximum": 3, "exclusiveMaximum": true
+        }));
+        let num = node(serde_json::json!({
+            "type": "number", "minimum": 0, "exclusiveMinimum": true,
+            "maximum": 1, "exclusiveMaximum": true
+        }));
+        let mut rng = Rng::new(3);
+        let mut seen = BTreeSet::new();
+        for _ in 0..2000 {
+            let i = Generator::new(&mut rng).value(&int, 1);
+            assert!((1..=2).contains(&i.as_i64().unwrap()), "{i}");
+            seen.insert(i.to_string());
+            let x = Generator::new(&mut rng).value(&num, 1).as_f64().unwrap();
+            assert!(x > 0.0 && x < 1.0, "{x}");
+            assert_eq!(crate::analysis::value_problem(&num, &x.into()), None);
+        }
+        assert_eq!(
+            seen.len(),
+            2,
+            "both integers inside the bounds come up: {seen:?}"
+        );
     }
 
     #[test]

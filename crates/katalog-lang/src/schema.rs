@@ -75,6 +75,10 @@ pub struct SchemaNode {
     pub enum_values: Vec<Value>,
     pub minimum: Option<f64>,
     pub maximum: Option<f64>,
+    /// `exclusiveMinimum: true`: the value must be greater than `minimum`.
+    pub exclusive_minimum: bool,
+    /// `exclusiveMaximum: true`: the value must be less than `maximum`.
+    pub exclusive_maximum: bool,
     pub pattern: Option<String>,
     pub min_length: Option<u64>,
     pub max_length: Option<u64>,
@@ -117,6 +121,8 @@ impl SchemaNode {
             .unwrap_or_default();
         n.minimum = m.get("minimum").and_then(Value::as_f64);
         n.maximum = m.get("maximum").and_then(Value::as_f64);
+        n.exclusive_minimum = bool_of("exclusiveMinimum");
+        n.exclusive_maximum = bool_of("exclusiveMaximum");
         n.pattern = str_of("pattern");
         n.min_length = m.get("minLength").and_then(Value::as_u64);
         n.max_length = m.get("maxLength").and_then(Value::as_u64);
