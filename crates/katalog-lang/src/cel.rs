@@ -959,14 +959,7 @@ fn walk_field_uses(expr: &IdedExpr, out: &mut Vec<(String, Option<Vec<String>>)>
             _ => walk_field_uses(&select.operand, out),
         },
         Expr::Call(call) => {
-            if call.target.is_none()
-                && call.args.len() == 2
-                && [
-                    operators::INDEX,
-                    operators::OPT_INDEX,
-                    operators::OPT_SELECT,
-                ]
-                .contains(&call.func_name.as_str())
+            if is_index(call)
                 && let Expr::Ident(name) = &call.args[0].expr
                 && let Expr::Literal(LiteralValue::String(field)) = &call.args[1].expr
             {
@@ -1020,6 +1013,19 @@ struct SelectionWalk<'r> {
     out: Vec<crate::path::Path>,
 }
 
+/// `x[k]`, `x[?k]` or `x.?k`: the call form of an index or optional
+/// selection on `args[0]` by `args[1]`.
+fn is_index(call: &CallExpr) -> bool {
+    call.target.is_none()
+        && call.args.len() == 2
+        && [
+            operators::INDEX,
+            operators::OPT_INDEX,
+            operators::OPT_SELECT,
+        ]
+        .contains(&call.func_name.as_str())
+}
+
 impl SelectionWalk<'_> {
     /// The path `expr` stands for, if it is a root, a bound variable, or a
     /// chain of selections and indexes on one.
@@ -1039,16 +1045,7 @@ impl SelectionWalk<'_> {
                 path.push(Segment::Key(select.field.clone()));
                 Some(path)
             }
-            Expr::Call(call)
-                if call.target.is_none()
-                    && call.args.len() == 2
-                    && [
-                        operators::INDEX,
-                        operators::OPT_INDEX,
-                        operators::OPT_SELECT,
-                    ]
-                    .contains(&call.func_name.as_str()) =>
-            {
+            Expr::Call(call) if is_index(call) => {
                 let mut path = self.resolve(&call.args[0])?;
                 path.push(match &call.args[1].expr {
                     Expr::Literal(LiteralValue::String(key)) => {
