@@ -52,11 +52,14 @@
 //! so object keys of a result come back sorted lexicographically rather than
 //! in their input order.
 
+mod native;
+
 use std::any::Any;
+use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
@@ -264,6 +267,10 @@ struct Compiled {
     /// Identifiers the expression reads only by field (`v.f`, `v.?f`,
     /// `v['f']`, `has(v.f)`), with the fields; `None`: read otherwise too.
     field_uses: Vec<(String, Option<Vec<String>>)>,
+    /// Whether [`native`] can evaluate the expression (it is tried first).
+    native: bool,
+    /// [`estimate`] as a [`cost_polynomial`].
+    cost: Vec<u64>,
 }
 
 /// The estimated cost of evaluating `expr` once when the largest list or
@@ -296,6 +303,72 @@ fn estimate(expr: &IdedExpr, n: u64) -> u64 {
         Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => 0,
     };
     inner.saturating_add(1)
+}
+
+/// [`estimate`] as a polynomial in `max(n, 1)` (the only way `n` enters
+/// it): coefficient `k` is that of `max(n, 1)^k`. Computed once per
+/// expression, so the cost of an evaluation is a few multiplications, not a
+/// walk of the expression; [`eval_cost`] gives the same value as
+/// `estimate`, saturation included (every term is non-negative, so a sum
+/// reaches `u64::MAX` exactly when the walk's does).
+fn cost_polynomial(expr: &IdedExpr) -> Vec<u64> {
+    fn add(a: &mut Vec<u64>, b: &[u64]) {
+        if a.len() < b.len() {
+            a.resize(b.len(), 0);
+        }
+        for (x, y) in a.iter_mut().zip(b) {
+            *x = x.saturating_add(*y);
+        }
+    }
+    let sum = |items: &mut dyn Iterator<Item = &IdedExpr>| {
+        let mut total = Vec::new();
+        for e in items {
+            add(&mut total, &cost_polynomial(e));
+        }
+        total
+    };
+    let mut inner = match &expr.expr {
+        Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
+        Expr::Select(select) => cost_polynomial(&select.operand),
+        Expr::List(list) => sum(&mut list.elements.iter()),
+        Expr::Map(map) => sum(&mut map.entries.iter().flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => vec![&e.key, &e.value],
+            EntryExpr::StructField(_) => Vec::new(),
+        })),
+        Expr::Comprehension(c) => {
+            let mut body = cost_polynomial(&c.loop_cond);
+            add(&mut body, &cost_polynomial(&c.loop_step));
+            let per_items: Vec<u64> = match &c.iter_range.expr {
+                // A literal list: its length, a constant.
+                Expr::List(list) => {
+                    let items = u64::try_from(list.elements.len()).unwrap_or(u64::MAX);
+                    body.iter().map(|x| x.saturating_mul(items)).collect()
+                }
+                // `max(n, 1)` items: one degree up.
+                _ => std::iter::once(0).chain(body).collect(),
+            };
+            let mut total = sum(&mut [&c.iter_range, &c.accu_init, &c.result].into_iter());
+            add(&mut total, &per_items);
+            total
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => Vec::new(),
+    };
+    add(&mut inner, &[1]);
+    inner
+}
+
+/// A [`cost_polynomial`] at `n`.
+fn eval_cost(polynomial: &[u64], n: u64) -> u64 {
+    let m = n.max(1);
+    let mut power = 1u64;
+    let mut total = 0u64;
+    for (k, c) in polynomial.iter().enumerate() {
+        if k > 0 {
+            power = power.saturating_mul(m);
+        }
+        total = total.saturating_add(c.saturating_mul(power));
+    }
+    total
 }
 
 /// The number of items of the largest list or map in `value`.
@@ -368,6 +441,8 @@ impl CelProgram {
         walk_identifiers(&ast, &mut Vec::new(), &mut reads);
         let mut field_uses = Vec::new();
         walk_field_uses(&ast, &mut field_uses);
+        let native = native::supported(&ast);
+        let cost = cost_polynomial(&ast);
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -375,6 +450,8 @@ impl CelProgram {
                 iterates,
                 reads,
                 field_uses,
+                native,
+                cost,
             }),
         })
     }
@@ -382,7 +459,7 @@ impl CelProgram {
     /// The estimated cost of one evaluation on inputs whose largest list or
     /// map has `largest` items (see [`crate::budget`]).
     pub fn cost(&self, largest: u64) -> u64 {
-        estimate(&self.inner.ast, largest)
+        eval_cost(&self.inner.cost, largest)
     }
 
     /// The expression source this program was compiled from.
@@ -444,14 +521,29 @@ impl CelProgram {
     /// naming the variable. When a name appears more than once in `vars`, the
     /// last binding wins.
     pub fn eval(&self, vars: &[(&str, &Json)]) -> Result<Json, CelError> {
-        let value = self.execute(vars)?;
+        self.precheck(vars)?;
+        let answer = self
+            .native(vars.iter().map(|(n, v)| (*n, bindable(v))))
+            .and_then(|v| native::to_json(&v, 0));
+        if let Some(json) = self.tally(answer) {
+            return Ok(json);
+        }
+        let value = self.interpret(vars)?;
         cel_to_json(&value, 0).map_err(|reason| self.eval_error(reason))
     }
 
     /// Evaluates like [`eval`](Self::eval) and requires a `bool` result; any
     /// other result type is an error naming the type that was produced.
     pub fn eval_bool(&self, vars: &[(&str, &Json)]) -> Result<bool, CelError> {
-        match self.execute(vars)? {
+        self.precheck(vars)?;
+        let answer = match self.native(vars.iter().map(|(n, v)| (*n, bindable(v)))) {
+            Some(native::V::Bool(b)) => Some(b),
+            _ => None,
+        };
+        if let Some(b) = self.tally(answer) {
+            return Ok(b);
+        }
+        match self.interpret(vars)? {
             Value::Bool(b) => Ok(b),
             other => Err(self.eval_error(EvalFailure::NotBool {
                 got: cel_type_name(&other),
@@ -500,37 +592,120 @@ impl CelProgram {
     /// error nor the cost estimate can depend on it.
     pub fn eval_shared(
         &self,
-        shared: &CelBindings,
+        shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_>)],
     ) -> Result<Json, CelError> {
-        let value = self.execute_shared(shared, vars)?;
+        self.precheck_shared(shared, vars)?;
+        let answer = self
+            .native_shared(shared, vars)
+            .and_then(|v| native::to_json(&v, 0));
+        if let Some(json) = self.tally(answer) {
+            return Ok(json);
+        }
+        let value = self.interpret_shared(shared, vars)?;
         cel_to_json(&value, 0).map_err(|reason| self.eval_error(reason))
     }
 
     /// [`eval_shared`](Self::eval_shared), the result ready to be bound
-    /// again (as a variable).
+    /// again (as a variable); its JSON is [`CelValue::as_json`].
     pub fn eval_shared_value(
         &self,
-        shared: &CelBindings,
+        shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_>)],
-    ) -> Result<(Json, CelValue), CelError> {
-        let json = self.eval_shared(shared, vars)?;
-        let value = CelValue::from_json(&json);
-        Ok((json, value))
+    ) -> Result<CelValue, CelError> {
+        self.eval_shared(shared, vars)
+            .map(CelValue::from_owned_json)
     }
 
-    fn execute_shared(
+    /// Runs the expression on [`native`], when it can: `bound` in order (a
+    /// `None` value: one the interpreter cannot bind).
+    fn native<'a>(
+        &'a self,
+        bound: impl Iterator<Item = (&'a str, Option<native::V<'a>>)>,
+    ) -> Option<native::V<'a>> {
+        if !self.inner.native || NATIVE_OFF.get() {
+            return None;
+        }
+        // A value the interpreter cannot bind fails its evaluation, read
+        // or not: let it say so.
+        let vars = bound
+            .map(|(name, value)| Some((name, value?)))
+            .collect::<Option<Vec<_>>>()?;
+        native::eval(&self.inner.ast, &mut native::Env::new(vars))
+    }
+
+    fn native_shared<'a>(
+        &'a self,
+        shared: &'a CelBindings<'_>,
+        vars: &'a [(&str, CelArg<'_>)],
+    ) -> Option<native::V<'a>> {
+        let bound = shared
+            .vars
+            .iter()
+            .map(|(name, json)| (name.as_str(), Some(native::V::from_json(json))))
+            .chain(vars.iter().map(|(name, arg)| {
+                let value = match arg {
+                    CelArg::Value(v) => native::V::from_cel_value(v),
+                    CelArg::Part(json) => Some(native::V::from_json(json)),
+                };
+                (*name, value)
+            }));
+        self.native(bound)
+    }
+
+    /// Counts who answered (see [`native_tally`]).
+    fn tally<T>(&self, answer: Option<T>) -> Option<T> {
+        if NATIVE_OFF.get() {
+            return answer;
+        }
+        TALLY.with(|t| {
+            let mut counts = t.get();
+            match (&answer, self.inner.native) {
+                (Some(_), _) => counts.native += 1,
+                (None, true) => counts.gave_up += 1,
+                (None, false) => counts.unsupported += 1,
+            }
+            t.set(counts);
+        });
+        answer
+    }
+
+    /// The checks before any evaluation: the deadline and the cost budget.
+    fn precheck(&self, vars: &[(&str, &Json)]) -> Result<(), CelError> {
+        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
+        if self.inner.iterates {
+            let limit = crate::budget::current().cel_cost_limit;
+            let largest = vars
+                .iter()
+                .map(|(_, v)| largest_collection(v))
+                .max()
+                .unwrap_or(0);
+            let cost = self.cost(largest);
+            if cost > limit {
+                return Err(self.eval_error(EvalFailure::OverBudget {
+                    cost,
+                    limit,
+                    largest,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`precheck`](Self::precheck) with shared bindings, and a shared
+    /// value that cannot be converted.
+    fn precheck_shared(
         &self,
-        shared: &CelBindings,
+        shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_>)],
-    ) -> Result<Value, CelError> {
+    ) -> Result<(), CelError> {
         crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
         if self.inner.iterates {
             let limit = crate::budget::current().cel_cost_limit;
             let largest = vars
                 .iter()
                 .filter_map(|(name, arg)| match arg {
-                    CelArg::Value(v) => Some(v.largest),
+                    CelArg::Value(v) => Some(v.largest()),
                     CelArg::Part(json) => self.reads(name).then(|| largest_collection(json)),
                 })
                 .fold(shared.largest, u64::max);
@@ -549,25 +724,37 @@ impl CelProgram {
                 reason: reason.clone(),
             }));
         }
-        let mut ctx = shared.ctx.new_inner_scope();
+        Ok(())
+    }
+
+    /// The interpreter, after [`precheck_shared`](Self::precheck_shared).
+    fn interpret_shared(
+        &self,
+        shared: &CelBindings<'_>,
+        vars: &[(&str, CelArg<'_>)],
+    ) -> Result<Value, CelError> {
+        let base = shared.ctx().map_err(|(name, reason)| {
+            self.eval_error(EvalFailure::Variable {
+                name: name.clone(),
+                reason: reason.clone(),
+            })
+        })?;
+        let mut ctx = base.new_inner_scope();
         for (name, arg) in vars {
             let value = match arg {
-                CelArg::Value(v) => match (&v.value, self.fields_read(name)) {
+                CelArg::Value(v) => match (v.failure(), v.fields(), self.fields_read(name)) {
+                    (Some(e), _, _) => Err(e),
                     // Only the fields the expression names: the others
                     // cannot change its result.
-                    (Ok(Value::Map(map)), Some(fields)) => Ok(Value::Map(Map {
-                        map: Arc::new(
-                            fields
-                                .iter()
-                                .filter_map(|f| {
-                                    let key = Key::String(Arc::new(f.clone()));
-                                    let value = map.map.get(&key)?.clone();
-                                    Some((key, value))
-                                })
-                                .collect(),
-                        ),
-                    })),
-                    (value, _) => value.clone(),
+                    (None, Some(all), Some(fields)) => fields
+                        .iter()
+                        .filter_map(|f| {
+                            let value = all.get(f)?.cel().clone();
+                            Some(value.map(|v| (Key::String(Arc::new(f.clone())), v)))
+                        })
+                        .collect::<Result<HashMap<_, _>, _>>()
+                        .map(|map| Value::Map(Map { map: Arc::new(map) })),
+                    (None, _, _) => v.cel().clone(),
                 },
                 CelArg::Part(_) if !self.reads(name) => continue,
                 CelArg::Part(json) => json_to_cel(json, 0),
@@ -587,24 +774,8 @@ impl CelProgram {
         }
     }
 
-    fn execute(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
-        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
-        if self.inner.iterates {
-            let limit = crate::budget::current().cel_cost_limit;
-            let largest = vars
-                .iter()
-                .map(|(_, v)| largest_collection(v))
-                .max()
-                .unwrap_or(0);
-            let cost = self.cost(largest);
-            if cost > limit {
-                return Err(self.eval_error(EvalFailure::OverBudget {
-                    cost,
-                    limit,
-                    largest,
-                }));
-            }
-        }
+    /// The interpreter, after [`precheck`](Self::precheck).
+    fn interpret(&self, vars: &[(&str, &Json)]) -> Result<Value, CelError> {
         let mut ctx = base_context().new_inner_scope();
         for (name, value) in vars {
             let value = json_to_cel(value, 0).map_err(|reason| {
@@ -622,6 +793,12 @@ impl CelProgram {
         }
     }
 
+    /// Whether [`native`] can run this expression at all.
+    #[doc(hidden)]
+    pub fn is_native(&self) -> bool {
+        self.inner.native
+    }
+
     fn eval_error(&self, reason: impl Into<EvalFailure>) -> CelError {
         CelError::Eval {
             expr: self.inner.source.clone(),
@@ -630,90 +807,233 @@ impl CelProgram {
     }
 }
 
-/// A JSON value converted to CEL once, to be bound in many evaluations.
+thread_local! {
+    /// Set by [`interpreter_only`].
+    static NATIVE_OFF: Cell<bool> = const { Cell::new(false) };
+    static TALLY: Cell<NativeTally> = const {
+        Cell::new(NativeTally { native: 0, gave_up: 0, unsupported: 0 })
+    };
+}
+
+/// How many evaluations on this thread [`native`] answered, gave back to
+/// the interpreter at run time, and could not run at all.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NativeTally {
+    pub native: u64,
+    pub gave_up: u64,
+    pub unsupported: u64,
+}
+
+/// The evaluations counted on this thread so far.
+#[doc(hidden)]
+pub fn native_tally() -> NativeTally {
+    TALLY.get()
+}
+
+/// Runs `f` with every CEL evaluation on this thread done by cel's
+/// interpreter alone: the reference the differential tests compare
+/// [`native`] with.
+#[doc(hidden)]
+pub fn interpreter_only<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NATIVE_OFF.set(self.0);
+        }
+    }
+    let _restore = Restore(NATIVE_OFF.replace(true));
+    f()
+}
+
+/// A JSON value for [`native`], unless the interpreter could not bind it.
+fn bindable(json: &Json) -> Option<native::V<'_>> {
+    (json_depth(json) <= MAX_VALUE_DEPTH).then(|| native::V::from_json(json))
+}
+
+/// The nesting depth of a JSON value (a scalar is 0).
+fn json_depth(value: &Json) -> usize {
+    shape(value).1
+}
+
+/// Items of the largest list or map in `value`, and its nesting depth, in
+/// one walk.
+fn shape(value: &Json) -> (u64, usize) {
+    let mut largest = 0usize;
+    let mut depth = 0usize;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        depth = depth.max(d);
+        match v {
+            Json::Array(items) => {
+                largest = largest.max(items.len());
+                stack.extend(items.iter().map(|item| (item, d + 1)));
+            }
+            Json::Object(fields) => {
+                largest = largest.max(fields.len());
+                stack.extend(fields.values().map(|item| (item, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    (u64::try_from(largest).unwrap_or(u64::MAX), depth)
+}
+
+/// A JSON value converted to CEL once, to be bound in many evaluations;
+/// cheap to clone. It keeps the JSON (or, for a map of variables, each
+/// variable) and converts to the interpreter's values only when the
+/// interpreter needs them: [`native`] reads the JSON.
 #[derive(Clone, Debug)]
-pub struct CelValue {
-    /// The converted value, or why it cannot be converted.
-    value: Result<Value, ValueError>,
+pub struct CelValue(Arc<ValueData>);
+
+#[derive(Clone, Debug)]
+struct ValueData {
+    kind: ValueKind,
+    /// The interpreter's value, converted on first use.
+    cel: OnceLock<Result<Value, ValueError>>,
     /// Items of the largest list or map in it (for the cost estimate).
     largest: u64,
+    /// Nesting depth: beyond `MAX_VALUE_DEPTH` it cannot be converted.
+    depth: usize,
+}
+
+#[derive(Clone, Debug)]
+enum ValueKind {
+    Json(Json),
+    /// A map of variables, each converted once.
+    Fields(native::Fields),
+    /// A value that cannot be converted, and why.
+    Failed(ValueError),
 }
 
 impl CelValue {
     pub fn from_json(json: &Json) -> CelValue {
-        CelValue {
-            value: json_to_cel(json, 0),
-            largest: largest_collection(json),
-        }
+        CelValue::from_owned_json(json.clone())
+    }
+
+    pub fn from_owned_json(json: Json) -> CelValue {
+        let (largest, depth) = shape(&json);
+        CelValue::new(ValueKind::Json(json), largest, depth)
+    }
+
+    /// The JSON value (`null` for a map of variables, which is never a
+    /// result).
+    pub fn as_json(&self) -> &Json {
+        static NULL: Json = Json::Null;
+        self.json().unwrap_or(&NULL)
+    }
+
+    fn new(kind: ValueKind, largest: u64, depth: usize) -> CelValue {
+        CelValue(Arc::new(ValueData {
+            kind,
+            cel: OnceLock::new(),
+            largest,
+            depth,
+        }))
     }
 
     /// Items of the largest list or map in the value.
     pub fn largest(&self) -> u64 {
-        self.largest
+        self.0.largest
+    }
+
+    fn depth(&self) -> usize {
+        self.0.depth
+    }
+
+    fn fields(&self) -> Option<&native::Fields> {
+        match &self.0.kind {
+            ValueKind::Fields(fields) => Some(fields),
+            _ => None,
+        }
+    }
+
+    fn json(&self) -> Option<&Json> {
+        match &self.0.kind {
+            ValueKind::Json(json) => Some(json),
+            _ => None,
+        }
+    }
+
+    /// Why the value cannot be converted, if it cannot.
+    fn failure(&self) -> Option<ValueError> {
+        match &self.0.kind {
+            ValueKind::Failed(e) => Some(e.clone()),
+            _ if self.0.depth > MAX_VALUE_DEPTH => Some(ValueError::ValueTooDeep),
+            ValueKind::Fields(fields) => fields.values().find_map(CelValue::failure),
+            ValueKind::Json(_) => None,
+        }
+    }
+
+    /// The interpreter's value.
+    fn cel(&self) -> &Result<Value, ValueError> {
+        self.0.cel.get_or_init(|| match &self.0.kind {
+            ValueKind::Json(json) => json_to_cel(json, 0),
+            ValueKind::Fields(fields) => fields
+                .iter()
+                .map(|(k, v)| Ok((Key::String(Arc::new(k.clone())), v.cel().clone()?)))
+                .collect::<Result<HashMap<_, _>, ValueError>>()
+                .map(|map| Value::Map(Map { map: Arc::new(map) })),
+            ValueKind::Failed(e) => Err(e.clone()),
+        })
     }
 
     /// An empty map (the `variables` of a Katalog without variables).
     pub fn empty_map() -> CelValue {
-        CelValue {
-            value: Ok(Value::Map(Map {
-                map: Arc::new(HashMap::new()),
-            })),
-            largest: 0,
+        CelValue::new(ValueKind::Fields(native::Fields::new()), 0, 0)
+    }
+
+    /// [`with_field`](Self::with_field) in place: the other fields are not
+    /// copied when this value is not shared.
+    pub fn set_field(&mut self, name: &str, value: &CelValue) {
+        if !matches!(self.0.kind, ValueKind::Fields(_))
+            || self.failure().is_some()
+            || value.failure().is_some()
+        {
+            *self = self.with_field(name, value);
+            return;
         }
+        let data = Arc::make_mut(&mut self.0);
+        if let ValueKind::Fields(fields) = &mut data.kind {
+            fields.insert(name.to_owned(), value.clone());
+            data.largest = fields
+                .values()
+                .map(CelValue::largest)
+                .fold(u64::try_from(fields.len()).unwrap_or(u64::MAX), u64::max);
+            data.depth = fields.values().map(CelValue::depth).max().unwrap_or(0);
+        }
+        data.cel = OnceLock::new();
     }
 
     /// This map with `name` set to `value`: the same CEL value as the JSON
     /// object with the field added. An unconvertible field makes the whole
     /// map unconvertible, as it does in JSON.
     pub fn with_field(&self, name: &str, value: &CelValue) -> CelValue {
-        let mut replaced = false;
-        let merged = match (&self.value, &value.value) {
-            (Ok(Value::Map(map)), Ok(v)) => {
-                let mut entries = (*map.map).clone();
-                replaced = entries
-                    .insert(Key::String(Arc::new(name.to_owned())), v.clone())
-                    .is_some();
-                Ok(Value::Map(Map {
-                    map: Arc::new(entries),
-                }))
+        let mut fields = match &self.0.kind {
+            ValueKind::Fields(fields) => fields.clone(),
+            ValueKind::Json(Json::Object(object)) => object
+                .iter()
+                .map(|(k, v)| (k.clone(), CelValue::from_json(v)))
+                .collect(),
+            ValueKind::Json(_) => {
+                return CelValue::new(ValueKind::Failed(ValueError::NotAMap), 0, 0);
             }
-            (Ok(Value::Map(_)), Err(e)) | (Err(e), _) => Err(e.clone()),
-            (Ok(_), _) => Err(ValueError::NotAMap),
+            ValueKind::Failed(e) => {
+                return CelValue::new(ValueKind::Failed(e.clone()), self.largest(), 0);
+            }
         };
-        let largest = match &merged {
-            // The replaced value may have held the largest collection.
-            Ok(value) if replaced => largest_cel(value),
-            Ok(Value::Map(m)) => self
-                .largest
-                .max(value.largest)
-                .max(u64::try_from(m.map.len()).unwrap_or(u64::MAX)),
-            _ => self.largest.max(value.largest),
-        };
-        CelValue {
-            value: merged,
-            largest,
+        if let Some(e) = self.failure().or_else(|| value.failure()) {
+            let largest = self.largest().max(value.largest());
+            return CelValue::new(ValueKind::Failed(e), largest, 0);
         }
+        fields.insert(name.to_owned(), value.clone());
+        let largest = fields
+            .values()
+            .map(CelValue::largest)
+            .fold(u64::try_from(fields.len()).unwrap_or(u64::MAX), u64::max);
+        let depth = fields.values().map(CelValue::depth).max().unwrap_or(0);
+        CelValue::new(ValueKind::Fields(fields), largest, depth)
     }
-}
-
-/// [`largest_collection`] of the JSON value `value` converts from.
-fn largest_cel(value: &Value) -> u64 {
-    let mut largest = 0usize;
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::List(items) => {
-                largest = largest.max(items.len());
-                stack.extend(items.iter());
-            }
-            Value::Map(map) => {
-                largest = largest.max(map.map.len());
-                stack.extend(map.map.values());
-            }
-            _ => {}
-        }
-    }
-    u64::try_from(largest).unwrap_or(u64::MAX)
 }
 
 /// A value bound for one evaluation.
@@ -727,16 +1047,18 @@ pub enum CelArg<'a> {
 }
 
 /// Values bound once for many evaluations (an admission request's `object`,
-/// `oldObject`, `request`, ...): converted to CEL once, not per evaluation.
-pub struct CelBindings {
-    ctx: Context<'static>,
-    /// The first value that could not be converted, and why: every
+/// `oldObject`, `request`, ...): read in place by [`native`], converted to
+/// the interpreter's values once, when it first needs them.
+pub struct CelBindings<'a> {
+    vars: Vec<(String, &'a Json)>,
+    ctx: OnceCell<Result<Context<'static>, (String, ValueError)>>,
+    /// The first value that is nested too deeply to convert: every
     /// evaluation fails with it, as it would binding the JSON values.
     failed: Option<(String, ValueError)>,
     largest: u64,
 }
 
-impl fmt::Debug for CelBindings {
+impl fmt::Debug for CelBindings<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CelBindings")
             .field("failed", &self.failed)
@@ -745,26 +1067,37 @@ impl fmt::Debug for CelBindings {
     }
 }
 
-impl CelBindings {
-    pub fn new(vars: &[(&str, &Json)]) -> CelBindings {
-        let mut ctx = base_context().new_inner_scope();
+impl<'a> CelBindings<'a> {
+    pub fn new(vars: &[(&str, &'a Json)]) -> CelBindings<'a> {
         let mut failed = None;
         let mut largest = 0;
         for (name, json) in vars {
-            largest = largest.max(largest_collection(json));
-            if failed.is_some() {
-                continue;
-            }
-            match json_to_cel(json, 0) {
-                Ok(value) => ctx.add_variable_from_value(*name, value),
-                Err(reason) => failed = Some(((*name).to_owned(), reason)),
+            let (items, depth) = shape(json);
+            largest = largest.max(items);
+            if failed.is_none() && depth > MAX_VALUE_DEPTH {
+                failed = Some(((*name).to_owned(), ValueError::ValueTooDeep));
             }
         }
         CelBindings {
-            ctx,
+            vars: vars.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+            ctx: OnceCell::new(),
             failed,
             largest,
         }
+    }
+
+    /// The interpreter's scope with every value bound.
+    fn ctx(&self) -> Result<&Context<'static>, &(String, ValueError)> {
+        self.ctx
+            .get_or_init(|| {
+                let mut ctx = base_context().new_inner_scope();
+                for (name, json) in &self.vars {
+                    let value = json_to_cel(json, 0).map_err(|e| (name.clone(), e))?;
+                    ctx.add_variable_from_value(name.as_str(), value);
+                }
+                Ok(ctx)
+            })
+            .as_ref()
     }
 }
 
@@ -1592,6 +1925,61 @@ fn push_decimal(out: &mut String, whole: u128, frac: u128, digits: usize) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn set_field_builds_the_map_with_field_builds() {
+        let a = CelValue::from_json(&json!([1, 2, 3]));
+        let b = CelValue::from_json(&json!({"x": [1, 2, 3, 4, 5]}));
+        let c = CelValue::from_json(&json!("s"));
+        let chained = CelValue::empty_map()
+            .with_field("a", &a)
+            .with_field("b", &b)
+            .with_field("a", &c);
+        let shared = CelValue::empty_map();
+        let mut in_place = shared.clone();
+        in_place.set_field("a", &a);
+        in_place.set_field("b", &b);
+        // Read in between: the conversion cached so far must not stay.
+        assert!(in_place.cel().is_ok());
+        in_place.set_field("a", &c);
+        assert_eq!(in_place.cel(), chained.cel());
+        assert_eq!(in_place.largest(), chained.largest());
+        assert_eq!(in_place.largest(), 5);
+        // The value it was cloned from is untouched.
+        assert_eq!(shared.fields().map(|f| f.len()), Some(0));
+    }
+
+    #[test]
+    fn the_cost_polynomial_gives_the_estimate_of_the_walk() {
+        for expr in [
+            "1",
+            "object.spec.containers.all(c, c.ports.all(p, p.hostPort == 0))",
+            "['a', 'b'].map(x, x + 'c').filter(y, y in object.l.map(z, z))",
+            "[].all(x, object.l.all(y, y == x))",
+            "object.l.map(a, object.l.map(b, object.l.map(c, object.l.map(d, a + b + c + d))))",
+            "{'k': object.l.exists_one(x, x > 1)}",
+        ] {
+            let program = CelProgram::compile(expr).unwrap();
+            for n in [
+                0,
+                1,
+                2,
+                3,
+                10,
+                1_000,
+                1 << 20,
+                1 << 40,
+                u64::MAX / 3,
+                u64::MAX,
+            ] {
+                assert_eq!(
+                    program.cost(n),
+                    estimate(&program.inner.ast, n),
+                    "`{expr}` at n = {n}"
+                );
+            }
+        }
+    }
 
     fn unbound(expr: &str, bound: &[&str]) -> Vec<String> {
         CelProgram::compile(expr)

@@ -12,9 +12,14 @@
 //! `test/testdata`), else from the Go module cache:
 //! `go mod download -json k8s.io/pod-security-admission` in `testenv/pss`,
 //! whose go.mod and go.sum pin the release. See docs/pod-security.md.
+//!
+//! Every fixture is also evaluated with cel's interpreter alone: the verdict
+//! must be the same, word for word, as with the CEL evaluator over borrowed
+//! JSON that answers most evaluations (see tests/cel_native.rs).
 
 use katalog_lang::admission::eval::evaluate;
 use katalog_lang::admission::eval::{Endpoint, SimulatedRequest, Verdict};
+use katalog_lang::cel::interpreter_only;
 use katalog_lang::{Ir, Source, compile_sources};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -271,9 +276,22 @@ fn conformance(level: &str, wrap: Wrap) {
                 "{}/{stem}.yaml",
                 if expect_allowed { "pass" } else { "fail" }
             );
-            let verdict = admit(ir, wrap.object(&load_yaml(&file)));
+            let object = wrap.object(&load_yaml(&file));
+            let verdict = admit(ir, object.clone());
             seen[i] += 1;
             let before = disagreements.len();
+            // The CEL evaluator over borrowed JSON against cel's interpreter
+            // alone (see tests/cel_native.rs): the same verdict, word for word.
+            let reference = interpreter_only(|| admit(ir, object));
+            let (got, want) = (
+                serde_json::to_string(&verdict).unwrap(),
+                serde_json::to_string(&reference).unwrap(),
+            );
+            if got != want {
+                disagreements.push(format!(
+                    "{shown}: the CEL evaluator gave {got}, the interpreter {want}"
+                ));
+            }
             let broken: Vec<_> = verdict
                 .denials
                 .iter()

@@ -1,7 +1,6 @@
 //! Evaluate admission rules for one request: values in, verdict out.
 
-use std::cell::{OnceCell, RefCell};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -315,12 +314,12 @@ fn validate_all(
 }
 
 /// What CEL sees of one request (or one view of it): `object`,
-/// `oldObject`, `request` and `namespaceObject`, converted to CEL once, on
-/// first use, and the Katalog-wide variables; shared by every rule and
-/// every `forEach` element that sees the request.
+/// `oldObject`, `request` and `namespaceObject` (read in place, converted
+/// for cel's interpreter once, when an expression first needs it), and the
+/// Katalog-wide variables; shared by every rule and every `forEach` element
+/// that sees the request.
 struct Activation<'i> {
-    input: &'i AdmissionInput,
-    bindings: OnceCell<CelBindings>,
+    bindings: CelBindings<'i>,
     variables: CelValue,
     /// Katalog-wide variables that failed to evaluate, with why; only rules
     /// that use one of them fail.
@@ -329,7 +328,16 @@ struct Activation<'i> {
     /// same `match` condition or `containers` variable in many rules), by
     /// source: evaluated once per request.
     #[allow(clippy::type_complexity)]
-    request_only: RefCell<HashMap<(String, u64), Result<(Value, CelValue), CelError>>>,
+    request_only: RefCell<Vec<RequestOnly>>,
+}
+
+/// An expression that reads only the request, evaluated once: the same
+/// source (rules repeat their `match` conditions and variables) with the
+/// same largest collection for its cost estimate gives the same result.
+struct RequestOnly {
+    program: CelProgram,
+    largest: u64,
+    result: Result<CelValue, CelError>,
 }
 
 /// The identifiers an expression may read for its result to be the same
@@ -339,19 +347,18 @@ const REQUEST_ONLY: [&str; 4] = ["object", "oldObject", "request", "namespaceObj
 static NULL: Value = Value::Null;
 
 impl Activation<'_> {
-    fn bindings(&self) -> &CelBindings {
-        self.bindings.get_or_init(|| {
-            let input = self.input;
-            CelBindings::new(&[
-                ("object", input.object.as_ref().unwrap_or(&NULL)),
-                ("oldObject", input.old_object.as_ref().unwrap_or(&NULL)),
-                ("request", &input.request),
-                (
-                    "namespaceObject",
-                    input.namespace_object.as_ref().unwrap_or(&NULL),
-                ),
-            ])
-        })
+    /// What CEL sees of `input`: read in place, converted for cel's
+    /// interpreter only when an expression needs it.
+    fn bindings(input: &AdmissionInput) -> CelBindings<'_> {
+        CelBindings::new(&[
+            ("object", input.object.as_ref().unwrap_or(&NULL)),
+            ("oldObject", input.old_object.as_ref().unwrap_or(&NULL)),
+            ("request", &input.request),
+            (
+                "namespaceObject",
+                input.namespace_object.as_ref().unwrap_or(&NULL),
+            ),
+        ])
     }
 
     /// Evaluate `prog` with `self` (a value the rule checks), `element` and
@@ -364,7 +371,7 @@ impl Activation<'_> {
         this: Option<&Value>,
         element: Option<&(&Value, Value)>,
         local: Option<&CelValue>,
-        pick: impl Fn(&(Value, CelValue)) -> T,
+        pick: impl Fn(&CelValue) -> T,
     ) -> Result<T, EvalError> {
         if let Some((name, e)) = self
             .failed
@@ -380,18 +387,22 @@ impl Activation<'_> {
         let request_only = prog.reads_only(&REQUEST_ONLY);
         // The cost estimate of an expression that iterates counts every
         // bound value, the variables it does not read included.
-        let key = (
-            prog.source().to_string(),
-            if prog.iterates() {
-                variables.largest()
-            } else {
-                0
-            },
-        );
-        if request_only && let Some(found) = self.request_only.borrow().get(&key) {
+        let largest = if prog.iterates() {
+            variables.largest()
+        } else {
+            0
+        };
+        if request_only
+            && let Some(found) = self
+                .request_only
+                .borrow()
+                .iter()
+                .find(|r| r.largest == largest && r.program.source() == prog.source())
+        {
             // As evaluating it again would: past the deadline, it fails.
             prog.check_deadline()?;
             return found
+                .result
                 .as_ref()
                 .map(pick)
                 .map_err(|e| EvalError::Cel(e.clone()));
@@ -404,13 +415,17 @@ impl Activation<'_> {
             args.push(("element", CelArg::Part(element)));
             args.push(("elementIndex", CelArg::Part(index)));
         }
-        let out = prog.eval_shared_value(self.bindings(), &args);
+        let out = prog.eval_shared_value(&self.bindings, &args);
         let picked = out
             .as_ref()
             .map(&pick)
             .map_err(|e| EvalError::Cel(e.clone()));
         if request_only {
-            self.request_only.borrow_mut().insert(key, out);
+            self.request_only.borrow_mut().push(RequestOnly {
+                program: prog.clone(),
+                largest,
+                result: out,
+            });
         }
         picked
     }
@@ -442,15 +457,14 @@ fn uses_variable(source: &str, name: &str) -> bool {
 impl<'i> Vars<'i> {
     fn new(adm: &AdmissionIr, input: &'i AdmissionInput) -> Self {
         let mut activation = Activation {
-            input,
-            bindings: OnceCell::new(),
+            bindings: Activation::bindings(input),
             variables: CelValue::empty_map(),
             failed: Vec::new(),
-            request_only: RefCell::new(HashMap::new()),
+            request_only: RefCell::new(Vec::new()),
         };
         for (name, prog) in &adm.variables {
-            match activation.eval(prog, None, None, None, |(_, v)| v.clone()) {
-                Ok(v) => activation.variables = activation.variables.with_field(name, &v),
+            match activation.eval(prog, None, None, None, CelValue::clone) {
+                Ok(v) => activation.variables.set_field(name, &v),
                 Err(e) => activation.failed.push((name.clone(), e)),
             }
         }
@@ -469,8 +483,8 @@ impl<'i> Vars<'i> {
         local: Option<&CelValue>,
     ) -> Result<Value, EvalError> {
         self.activation
-            .eval(prog, this, self.element.as_ref(), local, |(json, _)| {
-                json.clone()
+            .eval(prog, this, self.element.as_ref(), local, |v| {
+                v.as_json().clone()
             })
     }
 
@@ -486,9 +500,9 @@ impl<'i> Vars<'i> {
                 None,
                 self.element.as_ref(),
                 Some(&vars),
-                |(_, v)| v.clone(),
+                CelValue::clone,
             )?;
-            vars = vars.with_field(name, &v);
+            vars.set_field(name, &v);
         }
         Ok(Some(vars))
     }
@@ -669,34 +683,30 @@ fn run_check(
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
     let paths = rebased(paths, &vars.base);
-    let name = |p: &Path| {
-        if p.is_root() && vars.shown_at.is_root() {
-            "the object".to_string()
-        } else {
-            format!("`{}`", vars.shown_at.join(p))
-        }
+    // Formatted only into a message.
+    let at = &vars.shown_at;
+    let path_text = || {
+        paths
+            .first()
+            .map(|p| shown(at, p).to_string())
+            .unwrap_or_default()
     };
-    let path_text = paths.first().map(&name).unwrap_or_default();
     let elems = elements(&paths, object);
     let mut per = Vec::with_capacity(elems.len());
     for (p, v) in &elems {
         let mut found = Vec::new();
         match v {
-            None if check.exists => found.push(format!("{} is required", name(p))),
+            None if check.exists => found.push(format!("{} is required", shown(at, p))),
             None => {}
             Some(v) => {
                 if check.absent {
-                    found.push(format!("{} must not be set", name(p)));
+                    found.push(format!("{} must not be set", shown(at, p)));
                 }
-                found.extend(value_violations(check, &name(p), v, vars, locals)?);
+                found.extend(value_violations(check, &shown(at, p), v, vars, locals)?);
             }
         }
         per.push(found);
     }
-    let values: Vec<(Path, &Value)> = elems
-        .iter()
-        .filter_map(|(p, v)| v.map(|v| (p.clone(), v)))
-        .collect();
     match check.quantifier {
         Quantifier::All => {
             out.extend(per.into_iter().flatten());
@@ -708,7 +718,8 @@ fn run_check(
                 .any(|((_, v), found)| found.is_empty() && (v.is_some() || check.absent));
             if elems.is_empty() {
                 out.push(format!(
-                    "{path_text} selects nothing; at least one element must pass"
+                    "{} selects nothing; at least one element must pass",
+                    path_text()
                 ));
             } else if !passing {
                 let why: Vec<String> = elems
@@ -716,27 +727,32 @@ fn run_check(
                     .zip(per)
                     .flat_map(|((p, _), found)| {
                         if found.is_empty() {
-                            vec![format!("{} is not set", name(p))]
+                            vec![format!("{} is not set", shown(at, p))]
                         } else {
                             found
                         }
                     })
                     .collect();
                 out.push(format!(
-                    "no element of {path_text} passes (quantifier: any): {}",
+                    "no element of {} passes (quantifier: any): {}",
+                    path_text(),
                     why.join("; ")
                 ));
             }
         }
     }
     if check.unique {
+        let values: Vec<(&Path, &Value)> = elems
+            .iter()
+            .filter_map(|(p, v)| v.map(|v| (p, v)))
+            .collect();
         for (i, (p, v)) in values.iter().enumerate() {
             if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
                 out.push(format!(
                     "{} repeats the value {} of {}",
-                    name(p),
+                    shown(at, p),
                     show(v),
-                    name(q)
+                    shown(at, q)
                 ));
             }
         }
@@ -749,12 +765,12 @@ fn run_check(
             match p.get(new) {
                 None => out.push(format!(
                     "{} is immutable and may not be removed (was {})",
-                    name(&p),
+                    shown(at, &p),
                     show(was)
                 )),
                 Some(now) if !json_eq(now, was) => out.push(format!(
                     "{} is immutable: it was {}, now {}",
-                    name(&p),
+                    shown(at, &p),
                     show(was),
                     show(now)
                 )),
@@ -765,14 +781,36 @@ fn run_check(
     Ok(out)
 }
 
+/// A path as messages show it: "the object", or `` `spec.x` `` below where
+/// the rule looks (the pod template, for autogen). Formatted only when a
+/// message is written.
+struct Shown<'p> {
+    at: &'p Path,
+    path: &'p Path,
+}
+
+fn shown<'p>(at: &'p Path, path: &'p Path) -> Shown<'p> {
+    Shown { at, path }
+}
+
+impl std::fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_root() && self.at.is_root() {
+            f.write_str("the object")
+        } else {
+            write!(f, "`{}`", self.at.join(self.path))
+        }
+    }
+}
+
 /// Paths relative to `base` (the `forEach` element), made absolute.
-fn rebased(paths: &[Path], base: &Path) -> Vec<Path> {
+fn rebased<'p>(paths: &'p [Path], base: &Path) -> std::borrow::Cow<'p, [Path]> {
     if base.is_root() {
-        paths.to_vec()
+        std::borrow::Cow::Borrowed(paths)
     } else if paths.is_empty() {
-        vec![base.clone()]
+        std::borrow::Cow::Owned(vec![base.clone()])
     } else {
-        paths.iter().map(|p| base.join(p)).collect()
+        std::borrow::Cow::Owned(paths.iter().map(|p| base.join(p)).collect())
     }
 }
 
@@ -808,7 +846,7 @@ fn different_scalars(a: &Value, b: &Value) -> bool {
 /// The violations of the tests on one present value.
 fn value_violations(
     check: &CheckIr,
-    at: &str,
+    at: &dyn std::fmt::Display,
     v: &Value,
     vars: &Vars,
     locals: Option<&CelValue>,
@@ -955,10 +993,10 @@ fn of_declared_kind(ir: &Ir, input: &AdmissionInput) -> bool {
             .any(|r| r.group == input.group && r.plural == input.resource && r.kind == input.kind)
 }
 
-fn validate(
+fn validate<'i>(
     Rule { v, implied }: Rule<'_>,
-    input: &AdmissionInput,
-    vars: &Vars,
+    input: &'i AdmissionInput,
+    vars: &Vars<'i>,
     verdict: &mut Verdict,
     pod_view: bool,
 ) {
@@ -1196,10 +1234,10 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
 }
 
 /// One mutation on `obj` (the object `input` carries, or its pod view).
-fn run_mutation(
+fn run_mutation<'i>(
     m: &MutationIr,
-    input: &AdmissionInput,
-    vars: &Vars,
+    input: &'i AdmissionInput,
+    vars: &Vars<'i>,
     obj: &mut Value,
     verdict: &mut Verdict,
     pod_view: bool,

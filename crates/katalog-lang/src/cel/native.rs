@@ -1,0 +1,937 @@
+//! A second evaluator for the part of CEL that Kubernetes rules are
+//! written in, over the bound JSON values themselves.
+//!
+//! cel 0.13's interpreter (the reference, see the module above) converts
+//! every bound value into its own value model and deep-copies the selected
+//! value at every field selection (`object.spec.containers` copies `spec`,
+//! then `containers`); on a Pod review that is most of the time. This
+//! evaluator reads the JSON in place: a selection is a borrow, a list of
+//! containers is a slice of the request's own JSON, and values are built only
+//! for what an expression computes.
+//!
+//! It never decides a result the interpreter would not give. Two rules hold
+//! that line:
+//!
+//! * **Statically**, an expression runs here only when every node is of a
+//!   kind this evaluator knows and every call is one of [`FUNCTIONS`] with
+//!   the arity given there ([`supported`]); anything else (optional list
+//!   elements, `optional.of`, quantity or semver functions, ...) goes
+//!   straight to the interpreter.
+//! * **At run time**, anything other than the plain successful case — an
+//!   error, a missing key, an overflow, a type this evaluator does not
+//!   handle for that function, a map iterated for a list result — makes it
+//!   give up ([`None`]), and the caller evaluates the expression again with
+//!   the interpreter. Errors, their messages and CEL's error absorption
+//!   (`error || true`) therefore come from the interpreter alone; this
+//!   evaluator only has to be right on the results it returns, and the
+//!   differential tests (`tests/cel_native.rs`) compare those with the
+//!   interpreter's on every expression of the example Katalogs.
+//!
+//! Semantics follow the interpreter as configured in the parent module,
+//! quirks included: `size()` of a string counts UTF-8 bytes; `==`, `!=` and
+//! `in` compare numbers across `int`, `uint` and `double`; map results come
+//! back with their keys sorted. One deliberate difference: a comprehension
+//! over a map (`annotations.filter(k, ...)`) visits the keys in their JSON
+//! order, where the interpreter visits them in the order of its hash map,
+//! which changes from one evaluation to the next; a list built from a map's
+//! keys therefore comes out in the same order every time.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kube_cel::cel::IdedExpr;
+use kube_cel::cel::common::ast::{EntryExpr, Expr, LiteralValue, operators};
+use serde_json::{Map as JsonMap, Number, Value as Json};
+
+use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE};
+
+/// The fields of a map of variables (`variables`), each converted once.
+pub(super) type Fields = BTreeMap<String, CelValue>;
+
+/// The calls this evaluator implements: name, whether it has a receiver
+/// (`x.f()`), and the number of arguments. Names are as the parent module's
+/// `prepare` leaves them (`==` is [`EQ_FUNCTION`], `x.?f` is `_[?_]`).
+const FUNCTIONS: &[(&str, bool, usize)] = &[
+    (operators::LOGICAL_AND, false, 2),
+    (operators::LOGICAL_OR, false, 2),
+    (operators::LOGICAL_NOT, false, 1),
+    (operators::CONDITIONAL, false, 3),
+    (operators::NOT_STRICTLY_FALSE, false, 1),
+    (operators::NEGATE, false, 1),
+    (operators::ADD, false, 2),
+    (operators::SUBSTRACT, false, 2),
+    (operators::MULTIPLY, false, 2),
+    (operators::DIVIDE, false, 2),
+    (operators::MODULO, false, 2),
+    (operators::LESS, false, 2),
+    (operators::LESS_EQUALS, false, 2),
+    (operators::GREATER, false, 2),
+    (operators::GREATER_EQUALS, false, 2),
+    (operators::INDEX, false, 2),
+    (operators::OPT_INDEX, false, 2),
+    (EQ_FUNCTION, false, 2),
+    (NE_FUNCTION, false, 2),
+    (IN_FUNCTION, false, 2),
+    ("size", false, 1),
+    ("size", true, 0),
+    ("startsWith", true, 1),
+    ("endsWith", true, 1),
+    ("contains", true, 1),
+    ("matches", true, 1),
+    ("matches", false, 2),
+    ("join", true, 0),
+    ("join", true, 1),
+    ("split", true, 1),
+    ("indexOf", true, 1),
+    ("lastIndexOf", true, 1),
+    ("substring", true, 1),
+    ("substring", true, 2),
+    ("sort", true, 0),
+    ("distinct", true, 0),
+    ("flatten", true, 0),
+    ("orValue", true, 1),
+    ("hasValue", true, 0),
+    ("value", true, 0),
+    ("string", false, 1),
+    ("int", false, 1),
+    ("dyn", false, 1),
+];
+
+/// Whether every node of `expr` is one this evaluator can run.
+pub(super) fn supported(expr: &IdedExpr) -> bool {
+    match &expr.expr {
+        Expr::Literal(literal) => !matches!(literal, LiteralValue::Bytes(_)),
+        Expr::Ident(_) => true,
+        Expr::Select(select) => supported(&select.operand),
+        Expr::List(list) => list.elements.iter().all(supported),
+        Expr::Map(map) => map.entries.iter().all(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => !e.optional && supported(&e.key) && supported(&e.value),
+            EntryExpr::StructField(_) => false,
+        }),
+        Expr::Comprehension(c) => {
+            c.iter_var2.is_none()
+                && [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]
+                .into_iter()
+                .all(supported)
+        }
+        Expr::Call(call) => {
+            let shape = (
+                call.func_name.as_str(),
+                call.target.is_some(),
+                call.args.len(),
+            );
+            FUNCTIONS.contains(&shape)
+                && call.target.as_deref().is_none_or(supported)
+                && call.args.iter().all(supported)
+        }
+        Expr::Struct(_) | Expr::Unspecified => false,
+    }
+}
+
+/// A value during evaluation. Values read from the bound JSON stay borrowed
+/// (`JList`, `JMap`, `Str(Borrowed)`); computed lists and maps are shared
+/// behind an [`Rc`], so binding one to a variable does not copy it.
+#[derive(Clone, Debug)]
+pub(super) enum V<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Str(Cow<'a, str>),
+    List(Rc<Vec<V<'a>>>),
+    JList(&'a [Json]),
+    /// A map literal's entries: string keys, each once.
+    Map(Rc<Vec<(String, V<'a>)>>),
+    JMap(&'a JsonMap<String, Json>),
+    Fields(&'a Fields),
+    Opt(Option<Rc<V<'a>>>),
+}
+
+impl<'a> V<'a> {
+    /// The CEL value of a JSON value, as the parent module's `json_to_cel`
+    /// converts it (an integer in `i64` is an `int`, above it a `uint`,
+    /// any other number a `double`).
+    pub(super) fn from_json(json: &'a Json) -> V<'a> {
+        match json {
+            Json::Null => V::Null,
+            Json::Bool(b) => V::Bool(*b),
+            Json::Number(n) => number(n),
+            Json::String(s) => V::Str(Cow::Borrowed(s)),
+            Json::Array(items) => V::JList(items),
+            Json::Object(fields) => V::JMap(fields),
+        }
+    }
+
+    pub(super) fn from_cel_value(value: &'a CelValue) -> Option<V<'a>> {
+        if value.depth() > MAX_VALUE_DEPTH {
+            // The interpreter cannot bind it: let it say why.
+            return None;
+        }
+        Some(match value.fields() {
+            Some(fields) => V::Fields(fields),
+            None => V::from_json(value.json()?),
+        })
+    }
+
+    fn as_list(&self) -> Option<List<'_, 'a>> {
+        match self {
+            V::List(items) => Some(List::Values(items)),
+            V::JList(items) => Some(List::Json(items)),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            V::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn is_map(&self) -> bool {
+        matches!(self, V::Map(_) | V::JMap(_) | V::Fields(_))
+    }
+
+    /// The number of entries of a map.
+    fn map_len(&self) -> Option<usize> {
+        match self {
+            V::Map(entries) => Some(entries.len()),
+            V::JMap(fields) => Some(fields.len()),
+            V::Fields(fields) => Some(fields.len()),
+            _ => None,
+        }
+    }
+
+    /// A map's value for `key`: `Some(None)` when the map has no such key,
+    /// `None` when this is not a map (or a value cannot be read).
+    fn map_get(&self, key: &str) -> Option<Option<V<'a>>> {
+        Some(match self {
+            V::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone()),
+            V::JMap(fields) => fields.get(key).map(V::from_json),
+            V::Fields(fields) => match fields.get(key) {
+                Some(value) => Some(V::from_cel_value(value)?),
+                None => None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// A map's keys, in their order (JSON order, or sorted for variables).
+    fn map_keys(&self) -> Option<Vec<V<'a>>> {
+        Some(match self {
+            V::Map(entries) => entries
+                .iter()
+                .map(|(k, _)| V::Str(Cow::Owned(k.clone())))
+                .collect(),
+            V::JMap(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
+            V::Fields(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
+            _ => return None,
+        })
+    }
+}
+
+fn number(n: &Number) -> V<'_> {
+    if let Some(i) = n.as_i64() {
+        V::Int(i)
+    } else if let Some(u) = n.as_u64() {
+        V::Uint(u)
+    } else {
+        // Without serde_json's arbitrary precision every number is one of
+        // the three.
+        V::Double(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+/// A list, computed or borrowed from the JSON.
+enum List<'v, 'a> {
+    Values(&'v [V<'a>]),
+    Json(&'a [Json]),
+}
+
+impl<'a> List<'_, 'a> {
+    fn len(&self) -> usize {
+        match self {
+            List::Values(items) => items.len(),
+            List::Json(items) => items.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<V<'a>> {
+        match self {
+            List::Values(items) => items.get(i).cloned(),
+            List::Json(items) => items.get(i).map(V::from_json),
+        }
+    }
+
+    fn items(&self) -> Vec<V<'a>> {
+        match self {
+            List::Values(items) => items.to_vec(),
+            List::Json(items) => items.iter().map(V::from_json).collect(),
+        }
+    }
+}
+
+/// The variables in scope: the comprehension variables on top of the
+/// expression's bindings.
+pub(super) struct Env<'a> {
+    vars: Vec<(&'a str, V<'a>)>,
+}
+
+impl<'a> Env<'a> {
+    /// An environment with `bound` in scope; a later binding of a name hides
+    /// an earlier one.
+    pub(super) fn new(bound: Vec<(&'a str, V<'a>)>) -> Env<'a> {
+        Env { vars: bound }
+    }
+
+    fn get(&self, name: &str) -> Option<V<'a>> {
+        self.vars
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// Evaluates `expr`, or gives up (see the module docs).
+pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
+    match &expr.expr {
+        Expr::Literal(literal) => Some(match literal {
+            LiteralValue::Null => V::Null,
+            LiteralValue::Boolean(b) => V::Bool(*b.inner()),
+            LiteralValue::Int(i) => V::Int(*i.inner()),
+            LiteralValue::UInt(u) => V::Uint(*u.inner()),
+            LiteralValue::Double(d) => V::Double(*d.inner()),
+            LiteralValue::String(s) => V::Str(Cow::Borrowed(s.inner())),
+            LiteralValue::Bytes(_) => return None,
+        }),
+        Expr::Ident(name) => env.get(name),
+        Expr::Select(select) => {
+            let operand = eval(&select.operand, env)?;
+            let found = operand.map_get(&select.field)?;
+            if select.test {
+                Some(V::Bool(found.is_some()))
+            } else {
+                found
+            }
+        }
+        Expr::List(list) => {
+            let mut items = Vec::with_capacity(list.elements.len());
+            for (i, element) in list.elements.iter().enumerate() {
+                match eval(element, env)? {
+                    // `[?x]`: an element only when the optional has a value.
+                    V::Opt(inner) if list.optional_indices.contains(&i) => {
+                        items.extend(inner.map(Rc::unwrap_or_clone));
+                    }
+                    value => items.push(value),
+                }
+            }
+            Some(V::List(Rc::new(items)))
+        }
+        Expr::Map(map) => {
+            let mut entries: Vec<(String, V<'a>)> = Vec::with_capacity(map.entries.len());
+            for entry in &map.entries {
+                let EntryExpr::MapEntry(e) = &entry.expr else {
+                    return None;
+                };
+                let key = eval(&e.key, env)?;
+                let key = key.as_str()?;
+                if entries.iter().any(|(k, _)| k == key) {
+                    return None;
+                }
+                let value = eval(&e.value, env)?;
+                entries.push((key.to_owned(), value));
+            }
+            Some(V::Map(Rc::new(entries)))
+        }
+        Expr::Comprehension(c) => {
+            let range = eval(&c.iter_range, env)?;
+            let accu = eval(&c.accu_init, env)?;
+            // A map's keys come in their JSON order (the interpreter's in
+            // the order of its hash map, which differs from map to map).
+            let items = match range.as_list() {
+                Some(list) => list.items(),
+                None => range.map_keys()?,
+            };
+            let append = appends(&c.loop_step, &c.accu_var);
+            let depth = env.vars.len();
+            env.vars.push((&c.accu_var, accu));
+            let out = comprehension(c, items, append, env);
+            env.vars.truncate(depth);
+            out
+        }
+        Expr::Call(call) => {
+            let name = call.func_name.as_str();
+            match (call.target.as_deref(), call.args.as_slice()) {
+                (None, [a, b]) if name == operators::LOGICAL_AND => match eval(a, env)? {
+                    V::Bool(false) => Some(V::Bool(false)),
+                    V::Bool(true) => match eval(b, env)? {
+                        V::Bool(r) => Some(V::Bool(r)),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                (None, [a, b]) if name == operators::LOGICAL_OR => match eval(a, env)? {
+                    V::Bool(true) => Some(V::Bool(true)),
+                    V::Bool(false) => match eval(b, env)? {
+                        V::Bool(r) => Some(V::Bool(r)),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                (None, [c, a, b]) if name == operators::CONDITIONAL => match eval(c, env)? {
+                    V::Bool(true) => eval(a, env),
+                    V::Bool(false) => eval(b, env),
+                    _ => None,
+                },
+                (target, args) => {
+                    let target = match target {
+                        Some(t) => Some(eval(t, env)?),
+                        None => None,
+                    };
+                    let args = args
+                        .iter()
+                        .map(|a| eval(a, env))
+                        .collect::<Option<Vec<_>>>()?;
+                    call_function(name, target, args)
+                }
+            }
+        }
+        Expr::Struct(_) | Expr::Unspecified => None,
+    }
+}
+
+/// The loop of a comprehension whose accumulator is bound on top of `env`.
+fn comprehension<'a>(
+    c: &'a kube_cel::cel::common::ast::ComprehensionExpr,
+    items: Vec<V<'a>>,
+    append: Option<Append<'a>>,
+    env: &mut Env<'a>,
+) -> Option<V<'a>> {
+    let accu_at = env.vars.len() - 1;
+    for item in items {
+        match eval(&c.loop_cond, env)? {
+            V::Bool(true) => {}
+            V::Bool(false) => break,
+            _ => return None,
+        }
+        env.vars.push((&c.iter_var, item));
+        match &append {
+            Some(Append { filter, element }) => {
+                let keep = match filter {
+                    None => true,
+                    Some(f) => match eval(f, env)? {
+                        V::Bool(b) => b,
+                        _ => return None,
+                    },
+                };
+                if keep {
+                    let value = eval(element, env)?;
+                    env.vars.pop();
+                    let V::List(list) = &mut env.vars[accu_at].1 else {
+                        return None;
+                    };
+                    Rc::make_mut(list).push(value);
+                } else {
+                    env.vars.pop();
+                }
+            }
+            None => {
+                let next = eval(&c.loop_step, env)?;
+                env.vars.pop();
+                env.vars[accu_at].1 = next;
+            }
+        }
+    }
+    eval(&c.result, env)
+}
+
+/// A loop step that appends to the accumulator, as the `map` and `filter`
+/// macros expand: `@result + [e]`, or `f ? @result + [e] : @result`.
+struct Append<'a> {
+    filter: Option<&'a IdedExpr>,
+    element: &'a IdedExpr,
+}
+
+fn appends<'a>(step: &'a IdedExpr, accu: &str) -> Option<Append<'a>> {
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == accu);
+    let push = |e: &'a IdedExpr| -> Option<&'a IdedExpr> {
+        let Expr::Call(call) = &e.expr else {
+            return None;
+        };
+        match (
+            call.func_name.as_str(),
+            call.target.as_ref(),
+            call.args.as_slice(),
+        ) {
+            (operators::ADD, None, [left, right]) if is_accu(left) => match &right.expr {
+                Expr::List(list) if list.optional_indices.is_empty() => {
+                    match list.elements.as_slice() {
+                        [element] => Some(element),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    if let Some(element) = push(step) {
+        return Some(Append {
+            filter: None,
+            element,
+        });
+    }
+    let Expr::Call(call) = &step.expr else {
+        return None;
+    };
+    match (
+        call.func_name.as_str(),
+        call.target.as_ref(),
+        call.args.as_slice(),
+    ) {
+        (operators::CONDITIONAL, None, [filter, then, otherwise]) if is_accu(otherwise) => {
+            Some(Append {
+                filter: Some(filter),
+                element: push(then)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn call_function<'a>(name: &str, target: Option<V<'a>>, args: Vec<V<'a>>) -> Option<V<'a>> {
+    let mut args = args.into_iter();
+    let mut arg = || args.next();
+    match (name, target) {
+        (operators::LOGICAL_NOT, None) => match arg()? {
+            V::Bool(b) => Some(V::Bool(!b)),
+            _ => None,
+        },
+        (operators::NOT_STRICTLY_FALSE, None) => match arg()? {
+            V::Bool(b) => Some(V::Bool(b)),
+            _ => None,
+        },
+        (operators::NEGATE, None) => match arg()? {
+            V::Int(i) => i.checked_neg().map(V::Int),
+            V::Double(d) => Some(V::Double(-d)),
+            _ => None,
+        },
+        (operators::ADD, None) => add(arg()?, arg()?),
+        (operators::SUBSTRACT, None) => match (arg()?, arg()?) {
+            (V::Int(a), V::Int(b)) => a.checked_sub(b).map(V::Int),
+            (V::Uint(a), V::Uint(b)) => a.checked_sub(b).map(V::Uint),
+            (V::Double(a), V::Double(b)) => Some(V::Double(a - b)),
+            _ => None,
+        },
+        (operators::MULTIPLY, None) => match (arg()?, arg()?) {
+            (V::Int(a), V::Int(b)) => a.checked_mul(b).map(V::Int),
+            (V::Uint(a), V::Uint(b)) => a.checked_mul(b).map(V::Uint),
+            (V::Double(a), V::Double(b)) => Some(V::Double(a * b)),
+            _ => None,
+        },
+        (operators::DIVIDE, None) => match (arg()?, arg()?) {
+            (V::Int(a), V::Int(b)) => a.checked_div(b).map(V::Int),
+            (V::Uint(a), V::Uint(b)) => a.checked_div(b).map(V::Uint),
+            (V::Double(a), V::Double(b)) if b != 0.0 => Some(V::Double(a / b)),
+            _ => None,
+        },
+        (operators::MODULO, None) => match (arg()?, arg()?) {
+            (V::Int(a), V::Int(b)) => a.checked_rem(b).map(V::Int),
+            (V::Uint(a), V::Uint(b)) => a.checked_rem(b).map(V::Uint),
+            _ => None,
+        },
+        (operators::LESS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_lt())),
+        (operators::LESS_EQUALS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_le())),
+        (operators::GREATER, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_gt())),
+        (operators::GREATER_EQUALS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_ge())),
+        (operators::INDEX, None) => index(arg()?, arg()?, false),
+        (operators::OPT_INDEX, None) => index(arg()?, arg()?, true),
+        (EQ_FUNCTION, None) => equal(&arg()?, &arg()?).map(V::Bool),
+        (NE_FUNCTION, None) => equal(&arg()?, &arg()?).map(|e| V::Bool(!e)),
+        (IN_FUNCTION, None) => contains(&arg()?, &arg()?).map(V::Bool),
+        ("size", None) => size(&arg()?),
+        ("size", Some(this)) => size(&this),
+        ("startsWith", Some(V::Str(this))) => Some(V::Bool(this.starts_with(arg()?.as_str()?))),
+        ("endsWith", Some(V::Str(this))) => Some(V::Bool(this.ends_with(arg()?.as_str()?))),
+        ("contains", Some(V::Str(this))) => Some(V::Bool(this.contains(arg()?.as_str()?))),
+        ("matches", Some(V::Str(this))) => matches(&this, arg()?.as_str()?),
+        ("matches", None) => {
+            let (this, pattern) = (arg()?, arg()?);
+            matches(this.as_str()?, pattern.as_str()?)
+        }
+        ("join", Some(this)) => {
+            let separator = match arg() {
+                Some(V::Str(s)) => s,
+                Some(_) => return None,
+                None => Cow::Borrowed(""),
+            };
+            let list = this.as_list()?;
+            let mut out = String::new();
+            for i in 0..list.len() {
+                if i > 0 {
+                    out.push_str(&separator);
+                }
+                out.push_str(list.get(i)?.as_str()?);
+            }
+            Some(V::Str(Cow::Owned(out)))
+        }
+        ("split", Some(V::Str(this))) => {
+            let separator = arg()?;
+            let parts = this
+                .split(separator.as_str()?)
+                .map(|part| V::Str(Cow::Owned(part.to_owned())))
+                .collect();
+            Some(V::List(Rc::new(parts)))
+        }
+        ("indexOf", Some(V::Str(this))) => {
+            // kube-cel counts code points: on ASCII text they are bytes.
+            let search = arg()?;
+            let search = search.as_str()?;
+            if !this.is_ascii() || !search.is_ascii() {
+                return None;
+            }
+            position(this.find(search))
+        }
+        ("lastIndexOf", Some(V::Str(this))) => {
+            let search = arg()?;
+            let search = search.as_str()?;
+            if !this.is_ascii() || !search.is_ascii() || search.is_empty() {
+                return None;
+            }
+            position(this.rfind(search))
+        }
+        ("indexOf", Some(this)) => {
+            let target = arg()?;
+            let list = this.as_list()?;
+            for i in 0..list.len() {
+                if equal(&list.get(i)?, &target)? {
+                    return position(Some(i));
+                }
+            }
+            position(None)
+        }
+        ("substring", Some(V::Str(this))) => {
+            if !this.is_ascii() {
+                return None;
+            }
+            let start = match arg()? {
+                V::Int(i) => usize::try_from(i).ok()?,
+                _ => return None,
+            };
+            let end = match arg() {
+                Some(V::Int(i)) => usize::try_from(i).ok()?,
+                Some(_) => return None,
+                None => this.len(),
+            };
+            let part = this.get(start..end)?;
+            Some(V::Str(Cow::Owned(part.to_owned())))
+        }
+        ("sort", Some(this)) => {
+            let mut items = this.as_list()?.items();
+            if items.iter().all(|v| matches!(v, V::Str(_))) {
+                items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            } else if items.iter().all(|v| matches!(v, V::Int(_))) {
+                items.sort_by_key(|v| match v {
+                    V::Int(i) => *i,
+                    _ => 0,
+                });
+            } else {
+                return None;
+            }
+            Some(V::List(Rc::new(items)))
+        }
+        ("distinct", Some(this)) => {
+            let items = this.as_list()?.items();
+            let same_kind = items.iter().all(|v| matches!(v, V::Str(_)))
+                || items.iter().all(|v| matches!(v, V::Int(_)))
+                || items.iter().all(|v| matches!(v, V::Bool(_)));
+            if !same_kind {
+                return None;
+            }
+            let mut out: Vec<V<'a>> = Vec::with_capacity(items.len());
+            for item in items {
+                let mut seen = false;
+                for kept in &out {
+                    seen |= equal(kept, &item)?;
+                }
+                if !seen {
+                    out.push(item);
+                }
+            }
+            Some(V::List(Rc::new(out)))
+        }
+        ("flatten", Some(this)) => {
+            let mut out = Vec::new();
+            for item in this.as_list()?.items() {
+                match item.as_list() {
+                    Some(inner) => out.extend(inner.items()),
+                    None => out.push(item),
+                }
+            }
+            Some(V::List(Rc::new(out)))
+        }
+        ("orValue", Some(V::Opt(inner))) => {
+            let fallback = arg()?;
+            Some(match inner {
+                Some(v) => Rc::unwrap_or_clone(v),
+                None => fallback,
+            })
+        }
+        ("hasValue", Some(V::Opt(inner))) => Some(V::Bool(inner.is_some())),
+        ("value", Some(V::Opt(Some(v)))) => Some(Rc::unwrap_or_clone(v)),
+        ("string", None) => match arg()? {
+            V::Str(s) => Some(V::Str(s)),
+            V::Int(i) => Some(V::Str(Cow::Owned(i.to_string()))),
+            V::Uint(u) => Some(V::Str(Cow::Owned(u.to_string()))),
+            _ => None,
+        },
+        ("int", None) => match arg()? {
+            V::Int(i) => Some(V::Int(i)),
+            V::Uint(u) => i64::try_from(u).ok().map(V::Int),
+            // The parse cel's `int()` does.
+            V::Str(s) => s.parse::<i64>().ok().map(V::Int),
+            _ => None,
+        },
+        ("dyn", None) => arg(),
+        _ => None,
+    }
+}
+
+/// An index as `indexOf` gives it: `-1` when not found.
+fn position<'a>(found: Option<usize>) -> Option<V<'a>> {
+    match found {
+        Some(i) => i64::try_from(i).ok().map(V::Int),
+        None => Some(V::Int(-1)),
+    }
+}
+
+fn add<'a>(a: V<'a>, b: V<'a>) -> Option<V<'a>> {
+    match (a, b) {
+        (V::Int(a), V::Int(b)) => a.checked_add(b).map(V::Int),
+        (V::Uint(a), V::Uint(b)) => a.checked_add(b).map(V::Uint),
+        (V::Double(a), V::Double(b)) => Some(V::Double(a + b)),
+        (V::Str(a), V::Str(b)) => Some(V::Str(Cow::Owned(format!("{a}{b}")))),
+        (a, b) => {
+            let (left, right) = (a.as_list()?, b.as_list()?);
+            let mut items = Vec::with_capacity(left.len() + right.len());
+            items.extend(left.items());
+            items.extend(right.items());
+            Some(V::List(Rc::new(items)))
+        }
+    }
+}
+
+fn compare(a: V<'_>, b: V<'_>) -> Option<std::cmp::Ordering> {
+    match (&a, &b) {
+        (V::Int(a), V::Int(b)) => Some(a.cmp(b)),
+        (V::Uint(a), V::Uint(b)) => Some(a.cmp(b)),
+        (V::Double(a), V::Double(b)) => a.partial_cmp(b),
+        (V::Str(a), V::Str(b)) => Some(a.cmp(b)),
+        (V::Bool(a), V::Bool(b)) => Some(a.cmp(b)),
+        _ => None,
+    }
+}
+
+/// `container[key]` (`optional`: `container[?key]`, or after `.?`).
+fn index<'a>(container: V<'a>, key: V<'a>, optional: bool) -> Option<V<'a>> {
+    let (container, optional) = match container {
+        V::Opt(None) => return Some(V::Opt(None)),
+        V::Opt(Some(inner)) => (Rc::unwrap_or_clone(inner), true),
+        other => (other, optional),
+    };
+    let found = if container.is_map() {
+        container.map_get(key.as_str()?)?
+    } else {
+        let list = container.as_list()?;
+        match key {
+            V::Int(i) => usize::try_from(i).ok().and_then(|i| list.get(i)),
+            _ => return None,
+        }
+    };
+    match (found, optional) {
+        (Some(v), false) => Some(v),
+        (Some(v), true) => Some(V::Opt(Some(Rc::new(v)))),
+        (None, true) => Some(V::Opt(None)),
+        (None, false) => None,
+    }
+}
+
+/// `==` as the parent module defines it (cel's `Value` equality): numbers
+/// by value across types, lists by element, maps by key and value, other
+/// values of different types unequal. `None` for values it does not compare
+/// (optionals, variables).
+fn equal(a: &V<'_>, b: &V<'_>) -> Option<bool> {
+    Some(match (a, b) {
+        (V::Opt(_) | V::Fields(_), _) | (_, V::Opt(_) | V::Fields(_)) => return None,
+        (V::Null, V::Null) => true,
+        (V::Bool(a), V::Bool(b)) => a == b,
+        (V::Str(a), V::Str(b)) => a == b,
+        (V::Int(a), V::Int(b)) => a == b,
+        (V::Uint(a), V::Uint(b)) => a == b,
+        (V::Double(a), V::Double(b)) => a == b,
+        (V::Int(a), V::Uint(b)) | (V::Uint(b), V::Int(a)) => {
+            u64::try_from(*a).is_ok_and(|a| a == *b)
+        }
+        (V::Int(a), V::Double(b)) | (V::Double(b), V::Int(a)) => (*a as f64) == *b,
+        (V::Uint(a), V::Double(b)) | (V::Double(b), V::Uint(a)) => (*a as f64) == *b,
+        (a, b) if a.is_map() && b.is_map() => {
+            if a.map_len()? != b.map_len()? {
+                return Some(false);
+            }
+            for key in a.map_keys()? {
+                let key = key.as_str()?;
+                let (Some(x), Some(y)) = (a.map_get(key)?, b.map_get(key)?) else {
+                    return Some(false);
+                };
+                if !equal(&x, &y)? {
+                    return Some(false);
+                }
+            }
+            true
+        }
+        (a, b) => match (a.as_list(), b.as_list()) {
+            (Some(x), Some(y)) => {
+                if x.len() != y.len() {
+                    return Some(false);
+                }
+                for i in 0..x.len() {
+                    if !equal(&x.get(i)?, &y.get(i)?)? {
+                        return Some(false);
+                    }
+                }
+                true
+            }
+            _ => false,
+        },
+    })
+}
+
+/// `element in container`.
+fn contains(element: &V<'_>, container: &V<'_>) -> Option<bool> {
+    if let Some(list) = container.as_list() {
+        for i in 0..list.len() {
+            if equal(element, &list.get(i)?)? {
+                return Some(true);
+            }
+        }
+        return Some(false);
+    }
+    if !container.is_map() {
+        return None;
+    }
+    match element {
+        V::Str(key) => Some(container.map_get(key)?.is_some()),
+        // Every key of these maps is a string: no number or bool is one.
+        V::Int(_) | V::Uint(_) | V::Double(_) | V::Bool(_) => Some(false),
+        _ => None,
+    }
+}
+
+fn size<'a>(value: &V<'_>) -> Option<V<'a>> {
+    let n = match value {
+        V::Str(s) => s.len(),
+        other => match other.as_list() {
+            Some(list) => list.len(),
+            None => other.map_len()?,
+        },
+    };
+    i64::try_from(n).ok().map(V::Int)
+}
+
+fn matches<'a>(text: &str, pattern: &str) -> Option<V<'a>> {
+    let re = REGEX_CACHE.get_or_compile(pattern).ok()?;
+    Some(V::Bool(re.is_match(text)))
+}
+
+/// The JSON of a result, as the parent module's `cel_to_json` gives it
+/// (object keys sorted, an empty optional `null`); `None` where that
+/// conversion fails.
+pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    Some(match value {
+        V::Null => Json::Null,
+        V::Bool(b) => Json::Bool(*b),
+        V::Int(i) => Json::from(*i),
+        V::Uint(u) => Json::from(*u),
+        V::Double(d) => Json::Number(Number::from_f64(*d)?),
+        V::Str(s) => Json::String(s.to_string()),
+        V::List(items) => Json::Array(
+            items
+                .iter()
+                .map(|item| to_json(item, depth + 1))
+                .collect::<Option<_>>()?,
+        ),
+        V::JList(items) => Json::Array(
+            items
+                .iter()
+                .map(|item| json_sorted(item, depth + 1))
+                .collect::<Option<_>>()?,
+        ),
+        V::Map(entries) => {
+            let mut sorted: Vec<&(String, V<'_>)> = entries.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let mut object = JsonMap::with_capacity(sorted.len());
+            for (k, v) in sorted {
+                object.insert(k.clone(), to_json(v, depth + 1)?);
+            }
+            Json::Object(object)
+        }
+        V::JMap(_) | V::Fields(_) => {
+            let keys = value.map_keys()?;
+            let mut keys: Vec<&str> = keys.iter().filter_map(V::as_str).collect();
+            keys.sort_unstable();
+            let mut object = JsonMap::with_capacity(keys.len());
+            for key in keys {
+                let v = value.map_get(key)??;
+                object.insert(key.to_owned(), to_json(&v, depth + 1)?);
+            }
+            Json::Object(object)
+        }
+        V::Opt(Some(inner)) => to_json(inner, depth + 1)?,
+        V::Opt(None) => Json::Null,
+    })
+}
+
+/// A JSON value as it comes back through CEL: the same, object keys sorted.
+fn json_sorted(json: &Json, depth: usize) -> Option<Json> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    Some(match json {
+        Json::Array(items) => Json::Array(
+            items
+                .iter()
+                .map(|item| json_sorted(item, depth + 1))
+                .collect::<Option<_>>()?,
+        ),
+        Json::Object(fields) => {
+            let mut sorted: Vec<(&String, &Json)> = fields.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            let mut object = JsonMap::with_capacity(sorted.len());
+            for (k, v) in sorted {
+                object.insert(k.clone(), json_sorted(v, depth + 1)?);
+            }
+            Json::Object(object)
+        }
+        Json::Number(n) => match number(n) {
+            // A number that is neither int nor uint comes back as a double.
+            V::Double(d) => Json::Number(Number::from_f64(d)?),
+            _ => json.clone(),
+        },
+        other => other.clone(),
+    })
+}
