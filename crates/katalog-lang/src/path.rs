@@ -196,7 +196,7 @@ impl Path {
     /// Every value the path selects, expanding wildcards, with its concrete path.
     pub fn select<'v>(&self, value: &'v Value) -> Vec<(Path, &'v Value)> {
         let mut out = Vec::new();
-        select_into(&self.segments, value, Path::root(), &mut out);
+        select_into(&self.segments, value, &mut Vec::new(), &mut out);
         out
     }
 
@@ -354,35 +354,43 @@ fn quoted_suggestion(text: &str, bad: usize) -> String {
     format!("{before}[{quoted}]{}", &text[key_end..])
 }
 
+/// The values `segments` selects below `value`, each with its concrete path:
+/// `here` is the path so far, extended and shortened in place, and copied
+/// only for a value found.
 fn select_into<'v>(
     segments: &[Segment],
     value: &'v Value,
-    here: Path,
+    here: &mut Vec<Segment>,
     out: &mut Vec<(Path, &'v Value)>,
 ) {
     let Some((first, rest)) = segments.split_first() else {
-        out.push((here, value));
+        out.push((Path::from_segments(here.clone()), value));
         return;
+    };
+    let mut below = |segment: Segment, v: &'v Value, out: &mut Vec<(Path, &'v Value)>| {
+        here.push(segment);
+        select_into(rest, v, here, out);
+        here.pop();
     };
     match (first, value) {
         (Segment::Key(k), Value::Object(m)) => {
             if let Some(v) = m.get(k) {
-                select_into(rest, v, here.child(k.clone()), out);
+                below(Segment::Key(k.clone()), v, out);
             }
         }
         (Segment::Index(i), Value::Array(a)) => {
             if let Some(v) = a.get(*i) {
-                select_into(rest, v, here.index(*i), out);
+                below(Segment::Index(*i), v, out);
             }
         }
         (Segment::Wildcard, Value::Array(a)) => {
             for (i, v) in a.iter().enumerate() {
-                select_into(rest, v, here.index(i), out);
+                below(Segment::Index(i), v, out);
             }
         }
         (Segment::Wildcard, Value::Object(m)) => {
             for (k, v) in m {
-                select_into(rest, v, here.child(k.clone()), out);
+                below(Segment::Key(k.clone()), v, out);
             }
         }
         _ => {}

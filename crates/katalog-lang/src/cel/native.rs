@@ -400,11 +400,15 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
                         Some(t) => Some(eval(t, env)?),
                         None => None,
                     };
-                    let args = args
-                        .iter()
-                        .map(|a| eval(a, env))
-                        .collect::<Option<Vec<_>>>()?;
-                    call_function(name, target, args)
+                    // Every function here takes at most two arguments.
+                    let mut values = [None, None];
+                    if args.len() > values.len() {
+                        return None;
+                    }
+                    for (slot, arg) in values.iter_mut().zip(args) {
+                        *slot = Some(eval(arg, env)?);
+                    }
+                    call_function(name, target, values)
                 }
             }
         }
@@ -511,8 +515,8 @@ fn appends<'a>(step: &'a IdedExpr, accu: &str) -> Option<Append<'a>> {
     }
 }
 
-fn call_function<'a>(name: &str, target: Option<V<'a>>, args: Vec<V<'a>>) -> Option<V<'a>> {
-    let mut args = args.into_iter();
+fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]) -> Option<V<'a>> {
+    let mut args = args.into_iter().flatten();
     let mut arg = || args.next();
     match (name, target) {
         (operators::LOGICAL_NOT, None) => match arg()? {
