@@ -284,7 +284,10 @@ pub fn splice(data: &[u8]) {
             let versions: Vec<String> = resource.versions.iter().map(|v| v.name.clone()).collect();
             let mut annotations = Map::new();
             annotations.insert(resource.stash_annotation.clone(), extra.clone());
-            annotations.insert("kubectl.kubernetes.io/last-applied-configuration".into(), json!("{}"));
+            annotations.insert(
+                "kubectl.kubernetes.io/last-applied-configuration".into(),
+                json!("{}"),
+            );
             let mut objects = Vec::new();
             for from in &versions {
                 objects.push(json!({
@@ -310,6 +313,59 @@ pub fn splice(data: &[u8]) {
     }
 }
 
+/// Differential: a CEL expression (the first line) over a JSON value (the
+/// rest, bound as `object` and `self`; a fixed Pod when it is not JSON),
+/// evaluated by the evaluator over the bound JSON and by cel's interpreter
+/// alone. When the first answers, the interpreter must give the same
+/// answer, word for word, unless the expression iterated a map of two or
+/// more keys (whose order the interpreter does not keep).
+pub fn cel(data: &[u8]) {
+    use katalog_lang::cel::{CelProgram, interpreter_only, native_tally};
+    // cel's parser panics on some inputs (an integer overflow with debug
+    // assertions on, as fuzz builds have); `CelProgram::compile` runs it on
+    // its own thread and turns the panic into a compile error. libFuzzer's
+    // panic hook would abort on it all the same: let that one thread's
+    // panics through, and every other panic still ends the run.
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some("katalog-cel-parser") {
+                previous(info);
+            }
+        }));
+    });
+    let text = String::from_utf8_lossy(data);
+    let (expr, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    let Ok(program) = CelProgram::compile(expr) else {
+        return;
+    };
+    let object = serde_json::from_str::<Value>(rest).unwrap_or_else(|_| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "a"}},
+            "spec": {"hostNetwork": true, "containers": [
+                {"name": "c", "image": "i", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                 "securityContext": {"privileged": true, "capabilities": {"add": ["NET_ADMIN"]}}},
+                {"name": "d", "image": "j"}]}})
+    });
+    let vars = [("object", &object), ("self", &object)];
+    let show = |r: Result<Value, katalog_lang::cel::CelError>| match r {
+        Ok(v) => Ok(v.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let before = native_tally();
+    let got = show(program.eval(&vars));
+    let after = native_tally();
+    if after.native == before.native || after.map_orders > before.map_orders {
+        return;
+    }
+    let want = interpreter_only(|| show(program.eval(&vars)));
+    assert_eq!(
+        got, want,
+        "`{expr}` over {object}: the evaluator over the bound JSON and the interpreter disagree"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     /// Every saved input (fuzz/corpus/TARGET and the crashes found, kept in
@@ -317,7 +373,7 @@ mod tests {
     #[test]
     fn regressions_and_corpora_replay_cleanly() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let targets: [(&str, fn(&[u8])); 7] = [
+        let targets: [(&str, fn(&[u8])); 8] = [
             ("katalog", super::katalog),
             ("path", super::path),
             ("conversion_review", super::conversion_review),
@@ -325,6 +381,7 @@ mod tests {
             ("structured", super::structured),
             ("splice", super::splice),
             ("splice_raw", super::splice_raw),
+            ("cel", super::cel),
         ];
         assert!(!super::examples().is_empty(), "no example Katalog compiled");
         let mut replayed = 0;

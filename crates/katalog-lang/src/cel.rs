@@ -811,7 +811,7 @@ thread_local! {
     /// Set by [`interpreter_only`].
     static NATIVE_OFF: Cell<bool> = const { Cell::new(false) };
     static TALLY: Cell<NativeTally> = const {
-        Cell::new(NativeTally { native: 0, gave_up: 0, unsupported: 0 })
+        Cell::new(NativeTally { native: 0, gave_up: 0, unsupported: 0, map_orders: 0 })
     };
 }
 
@@ -823,6 +823,18 @@ pub struct NativeTally {
     pub native: u64,
     pub gave_up: u64,
     pub unsupported: u64,
+    /// Comprehensions the evaluator ran over a map of two or more keys,
+    /// where its order (the JSON's) may differ from the interpreter's.
+    pub map_orders: u64,
+}
+
+/// Counts a comprehension over a map of two or more keys.
+fn tally_map_order() {
+    TALLY.with(|t| {
+        let mut counts = t.get();
+        counts.map_orders += 1;
+        t.set(counts);
+    });
 }
 
 /// The evaluations counted on this thread so far.

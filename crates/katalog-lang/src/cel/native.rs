@@ -362,7 +362,13 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
             // the order of its hash map, which differs from map to map).
             let items = match range.as_list() {
                 Some(list) => list.items(),
-                None => range.map_keys()?,
+                None => {
+                    let keys = range.map_keys()?;
+                    if keys.len() > 1 {
+                        super::tally_map_order();
+                    }
+                    keys
+                }
             };
             let append = appends(&c.loop_step, &c.accu_var);
             let depth = env.vars.len();
