@@ -2,6 +2,8 @@
 //! (conversion's stash annotations and split patterns, admission's label
 //! keys and `pattern` checks), so neither compiler imports the other.
 
+use std::collections::HashMap;
+
 use regex::Regex;
 
 /// A character of a DNS label: lowercase letters, digits and `-`.
@@ -59,4 +61,23 @@ pub fn anchored_regex(pattern: &str) -> Result<Regex, PatternError> {
             .trim_start_matches("error: ")
             .to_string(),
     })
+}
+
+/// The anchored regexes of one compile, built once per distinct pattern: a
+/// Katalog often checks many fields against one pattern, and a regex costs
+/// far more to build (parse, NFA, and for a short pattern a full DFA) than
+/// to share (a clone shares the automata and gets its own match caches).
+#[derive(Debug, Default)]
+pub struct Patterns(HashMap<String, Result<Regex, PatternError>>);
+
+impl Patterns {
+    /// [`anchored_regex`] of `pattern`, built the first time it is asked for.
+    pub fn anchored(&mut self, pattern: &str) -> Result<Regex, PatternError> {
+        if let Some(built) = self.0.get(pattern) {
+            return built.clone();
+        }
+        let built = anchored_regex(pattern);
+        self.0.insert(pattern.to_string(), built.clone());
+        built
+    }
 }

@@ -8,9 +8,12 @@
 //! strings become their text (`true`, `1`). Quoted, block and tagged scalars
 //! keep their text.
 //!
-//! serde-saphyr builds the tree (anchors, aliases, merge keys, limits,
-//! errors with positions); the style of each scalar comes from the parser's
-//! events, and plain scalars are then resolved here.
+//! Most text is read in one pass ([`one_pass`]): the tree is built from
+//! the parser's events, each plain scalar resolved as it is read. Anything
+//! that reader is not sure of (errors, tags, merge keys, limits) is read
+//! the careful way: serde-saphyr builds the tree (anchors, aliases, merge
+//! keys, limits, errors with positions), the style of each scalar comes
+//! from a second parse, and plain scalars are then resolved here.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +22,8 @@ use serde_json::Number;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
 
 use crate::source::{Node, NodeKind};
+
+mod one_pass;
 
 /// Why YAML text could not be read as JSON-compatible documents.
 #[derive(Debug)]
@@ -77,6 +82,15 @@ impl std::error::Error for Error {}
 
 /// Every document of a YAML stream, scalars resolved as kubectl does.
 pub fn read_documents(text: &str) -> Result<Vec<Node>, Error> {
+    match one_pass::read(text) {
+        Some(docs) => Ok(docs),
+        None => read_documents_carefully(text),
+    }
+}
+
+/// [`read_documents`] by serde-saphyr's tree and a second parse for the
+/// scalars' styles: slower, but every error and limit is serde-saphyr's.
+fn read_documents_carefully(text: &str) -> Result<Vec<Node>, Error> {
     let mut options = serde_saphyr::Options::default();
     // Hand plain scalars over as text where serde-saphyr would otherwise
     // decide differently from goyaml.v2 or fail; they are resolved below.

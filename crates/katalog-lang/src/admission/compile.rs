@@ -31,6 +31,7 @@ struct Ctx<'a> {
     /// The declared resources the current rule selects (paths are checked
     /// against the schema of each at the rule's version).
     targets: Vec<super::DeclaredTarget>,
+    patterns: &'a mut crate::syntax::Patterns,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -338,6 +339,7 @@ pub fn compile(
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
+    let mut patterns = crate::syntax::Patterns::default();
     for doc in &loaded.documents {
         let mut ctx = Ctx {
             doc,
@@ -351,6 +353,7 @@ pub fn compile(
             },
             schemas,
             targets: Vec::new(),
+            patterns: &mut patterns,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -898,7 +901,7 @@ fn check(ctx: &mut Ctx, c: &Check, checked: &Path, at: &DocPath) -> Option<Check
         ok = false;
     }
     if let Some(p) = &c.pattern {
-        match crate::syntax::anchored_regex(p) {
+        match ctx.patterns.anchored(p) {
             Ok(r) => ir.pattern = Some(r),
             Err(e) => {
                 ctx.error(&at.key("pattern"), ErrorKind::Pattern, e.to_string());
