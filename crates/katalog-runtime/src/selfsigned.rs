@@ -1320,6 +1320,9 @@ impl SelfSigned {
                 break;
             };
             s.checks += 1;
+            // Served only once the status counts it: whoever sees the new
+            // certificate sees the change in the status too.
+            let mut serve = None;
             match result {
                 Ok(applied) => {
                     if applied.action != Action::Unchanged {
@@ -1338,7 +1341,7 @@ impl SelfSigned {
                                     cas = applied.material.ca_count(),
                                     "serving a new self-signed certificate"
                                 );
-                                current.store(Arc::new(applied.material));
+                                serve = Some(applied.material);
                             }
                             Err(e) => {
                                 tracing::error!(secret = %self.secret, error = %e, "the new certificate could not be served; the previous one keeps serving; retrying at the next check");
@@ -1356,6 +1359,9 @@ impl SelfSigned {
             }
             if let Ok(mut shared) = status.lock() {
                 *shared = s;
+            }
+            if let Some(material) = serve {
+                current.store(Arc::new(material));
             }
         }
         watcher.abort();
