@@ -279,6 +279,7 @@ struct Compiled {
 /// item — per element of a literal list, else `n`. A function call is one
 /// unit whatever it does (the costly ones, `matches` and the string and
 /// list functions, are linear in their input). Saturates at `u64::MAX`.
+#[cfg(test)]
 fn estimate(expr: &IdedExpr, n: u64) -> u64 {
     let sum = |items: &mut dyn Iterator<Item = &IdedExpr>| {
         items.fold(0u64, |total, e| total.saturating_add(estimate(e, n)))
@@ -373,22 +374,7 @@ fn eval_cost(polynomial: &[u64], n: u64) -> u64 {
 
 /// The number of items of the largest list or map in `value`.
 fn largest_collection(value: &Json) -> u64 {
-    let mut largest = 0usize;
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Json::Array(items) => {
-                largest = largest.max(items.len());
-                stack.extend(items.iter());
-            }
-            Json::Object(fields) => {
-                largest = largest.max(fields.len());
-                stack.extend(fields.values());
-            }
-            _ => {}
-        }
-    }
-    u64::try_from(largest).unwrap_or(u64::MAX)
+    shape(value).0
 }
 
 impl fmt::Debug for CelProgram {
@@ -432,17 +418,17 @@ impl CelProgram {
                 .map_err(|payload| panic_message(payload.as_ref()))?
         })
         .map_err(compile_error)?;
-        let cost = estimate(&ast, crate::budget::STATIC_LIST_ITEMS);
+        let polynomial = cost_polynomial(&ast);
+        let cost = eval_cost(&polynomial, crate::budget::STATIC_LIST_ITEMS);
         if cost > crate::budget::DEFAULT_CEL_COST_LIMIT {
             return Err(compile_error(CompileFailure::TooCostly { cost }));
         }
-        let iterates = estimate(&ast, 1) != estimate(&ast, 2);
+        let iterates = eval_cost(&polynomial, 1) != eval_cost(&polynomial, 2);
         let mut reads = Vec::new();
         walk_identifiers(&ast, &mut Vec::new(), &mut reads);
         let mut field_uses = Vec::new();
         walk_field_uses(&ast, &mut field_uses);
         let native = native::supported(&ast);
-        let cost = cost_polynomial(&ast);
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -451,7 +437,7 @@ impl CelProgram {
                 reads,
                 field_uses,
                 native,
-                cost,
+                cost: polynomial,
             }),
         })
     }
@@ -672,24 +658,12 @@ impl CelProgram {
 
     /// The checks before any evaluation: the deadline and the cost budget.
     fn precheck(&self, vars: &[(&str, &Json)]) -> Result<(), CelError> {
-        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
-        if self.inner.iterates {
-            let limit = crate::budget::current().cel_cost_limit;
-            let largest = vars
-                .iter()
+        self.check_budget(|| {
+            vars.iter()
                 .map(|(_, v)| largest_collection(v))
                 .max()
-                .unwrap_or(0);
-            let cost = self.cost(largest);
-            if cost > limit {
-                return Err(self.eval_error(EvalFailure::OverBudget {
-                    cost,
-                    limit,
-                    largest,
-                }));
-            }
-        }
-        Ok(())
+                .unwrap_or(0)
+        })
     }
 
     /// [`precheck`](Self::precheck) with shared bindings, and a shared
@@ -699,16 +673,31 @@ impl CelProgram {
         shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_>)],
     ) -> Result<(), CelError> {
-        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
-        if self.inner.iterates {
-            let limit = crate::budget::current().cel_cost_limit;
-            let largest = vars
-                .iter()
+        self.check_budget(|| {
+            vars.iter()
                 .filter_map(|(name, arg)| match arg {
                     CelArg::Value(v) => Some(v.largest()),
                     CelArg::Part(json) => self.reads(name).then(|| largest_collection(json)),
                 })
-                .fold(shared.largest, u64::max);
+                .fold(shared.largest, u64::max)
+        })?;
+        if let Some((name, reason)) = &shared.failed {
+            return Err(self.eval_error(EvalFailure::Variable {
+                name: name.clone(),
+                reason: reason.clone(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Fails past the deadline, or when the estimated cost on the largest
+    /// bound collection (`largest`, asked only of an expression that
+    /// iterates) is over the budget.
+    fn check_budget(&self, largest: impl FnOnce() -> u64) -> Result<(), CelError> {
+        crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
+        if self.inner.iterates {
+            let limit = crate::budget::current().cel_cost_limit;
+            let largest = largest();
             let cost = self.cost(largest);
             if cost > limit {
                 return Err(self.eval_error(EvalFailure::OverBudget {
@@ -717,12 +706,6 @@ impl CelProgram {
                     largest,
                 }));
             }
-        }
-        if let Some((name, reason)) = &shared.failed {
-            return Err(self.eval_error(EvalFailure::Variable {
-                name: name.clone(),
-                reason: reason.clone(),
-            }));
         }
         Ok(())
     }
@@ -1008,11 +991,7 @@ impl CelValue {
         let data = Arc::make_mut(&mut self.0);
         if let ValueKind::Fields(fields) = &mut data.kind {
             fields.insert(name.to_owned(), value.clone());
-            data.largest = fields
-                .values()
-                .map(CelValue::largest)
-                .fold(u64::try_from(fields.len()).unwrap_or(u64::MAX), u64::max);
-            data.depth = fields.values().map(CelValue::depth).max().unwrap_or(0);
+            (data.largest, data.depth) = summary(fields);
         }
         data.cel = OnceLock::new();
     }
@@ -1039,13 +1018,21 @@ impl CelValue {
             return CelValue::new(ValueKind::Failed(e), largest, 0);
         }
         fields.insert(name.to_owned(), value.clone());
-        let largest = fields
-            .values()
-            .map(CelValue::largest)
-            .fold(u64::try_from(fields.len()).unwrap_or(u64::MAX), u64::max);
-        let depth = fields.values().map(CelValue::depth).max().unwrap_or(0);
+        let (largest, depth) = summary(&fields);
         CelValue::new(ValueKind::Fields(fields), largest, depth)
     }
+}
+
+/// [`shape`] of a map of variables: its own size counts, and each field's
+/// largest collection; it converts as deep as its deepest field (the map is
+/// built from the fields' converted values).
+fn summary(fields: &native::Fields) -> (u64, usize) {
+    let largest = fields
+        .values()
+        .map(CelValue::largest)
+        .fold(u64::try_from(fields.len()).unwrap_or(u64::MAX), u64::max);
+    let depth = fields.values().map(CelValue::depth).max().unwrap_or(0);
+    (largest, depth)
 }
 
 /// A value bound for one evaluation.

@@ -380,22 +380,21 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
         Expr::Call(call) => {
             let name = call.func_name.as_str();
             match (call.target.as_deref(), call.args.as_slice()) {
-                (None, [a, b]) if name == operators::LOGICAL_AND => match eval(a, env)? {
-                    V::Bool(false) => Some(V::Bool(false)),
-                    V::Bool(true) => match eval(b, env)? {
-                        V::Bool(r) => Some(V::Bool(r)),
+                // `&&` stops at a false left side, `||` at a true one; the
+                // other side decides otherwise.
+                (None, [a, b])
+                    if name == operators::LOGICAL_AND || name == operators::LOGICAL_OR =>
+                {
+                    let decisive = name == operators::LOGICAL_OR;
+                    match eval(a, env)? {
+                        V::Bool(left) if left == decisive => Some(V::Bool(left)),
+                        V::Bool(_) => match eval(b, env)? {
+                            V::Bool(right) => Some(V::Bool(right)),
+                            _ => None,
+                        },
                         _ => None,
-                    },
-                    _ => None,
-                },
-                (None, [a, b]) if name == operators::LOGICAL_OR => match eval(a, env)? {
-                    V::Bool(true) => Some(V::Bool(true)),
-                    V::Bool(false) => match eval(b, env)? {
-                        V::Bool(r) => Some(V::Bool(r)),
-                        _ => None,
-                    },
-                    _ => None,
-                },
+                    }
+                }
                 (None, [c, a, b]) if name == operators::CONDITIONAL => match eval(c, env)? {
                     V::Bool(true) => eval(a, env),
                     V::Bool(false) => eval(b, env),
