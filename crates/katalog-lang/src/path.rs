@@ -182,15 +182,7 @@ impl Path {
     /// The value at this path, if present. A wildcard never matches here; use
     /// [`Path::select`] for that.
     pub fn get<'v>(&self, value: &'v Value) -> Option<&'v Value> {
-        let mut cur = value;
-        for seg in &self.segments {
-            cur = match (seg, cur) {
-                (Segment::Key(k), Value::Object(m)) => m.get(k)?,
-                (Segment::Index(i), Value::Array(a)) => a.get(*i)?,
-                _ => return None,
-            };
-        }
-        Some(cur)
+        get_in(&self.segments, value)
     }
 
     /// Every value the path selects, expanding wildcards, with its concrete path.
@@ -395,6 +387,26 @@ fn select_into<'v>(
         }
         _ => {}
     }
+}
+
+/// The value at the path of these segments (see [`Path::get`]): for a
+/// prefix of a path, without building one.
+pub fn get_in<'v>(segments: &[Segment], value: &'v Value) -> Option<&'v Value> {
+    let mut cur = value;
+    for seg in segments {
+        cur = match (seg, cur) {
+            (Segment::Key(k), Value::Object(m)) => m.get(k)?,
+            (Segment::Index(i), Value::Array(a)) => a.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// [`Path::take_keeping`] for the path of these segments.
+pub fn take_in(segments: &[Segment], value: &mut Value, keep: usize) -> Option<Value> {
+    let (taken, _) = take_rec(segments, value, keep)?;
+    Some(taken)
 }
 
 /// Returns the taken value and whether the container it came from is now empty.

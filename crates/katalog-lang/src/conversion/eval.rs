@@ -12,7 +12,7 @@ use crate::document::{ScalarType, Unmapped};
 use crate::ir::{
     Direction, Ir, Op, PartsIr, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece, WrapHow,
 };
-use crate::path::{Path, Segment};
+use crate::path::{Path, Segment, get_in, take_in};
 
 use super::stash::{StashState, Stashed};
 pub use crate::json::{json_eq, split_api_version};
@@ -84,7 +84,7 @@ fn convert_between(
     to: &str,
 ) -> Result<(), ConvertError> {
     // Whether the input had the map and it was already empty.
-    let had = |field: &str| matches!(obj.pointer(&format!("/metadata/{field}")), Some(Value::Object(m)) if m.is_empty());
+    let had = |field: &str| matches!(obj.get("metadata").and_then(|m| m.get(field)), Some(Value::Object(m)) if m.is_empty());
     let (had_labels, had_annotations) = (had("labels"), had("annotations"));
     // The remainder comes back first, at the spoke paths it was taken from,
     // so the rules carry it to the hub like any other field.
@@ -199,7 +199,7 @@ impl Ctx<'_> {
         // (nothing would bring an emptied object back). Every rule that took
         // something from under an object votes; the object goes only if all
         // of them agree, once all have taken, so rule order never matters.
-        let mut votes: Vec<(Path, bool)> = Vec::new();
+        let mut votes: Vec<(&[Segment], bool)> = Vec::new();
         let inputs: Vec<Vec<Option<Value>>> = rules
             .iter()
             .map(|id| {
@@ -217,8 +217,7 @@ impl Ctx<'_> {
                         let taken = p.take_keeping(obj, p.len().saturating_sub(1));
                         if taken.is_some() {
                             for depth in 1..p.len() {
-                                let ancestor = Path::from_segments(p.segments()[..depth].to_vec());
-                                votes.push((ancestor, depth <= keep));
+                                votes.push((&p.segments()[..depth], depth <= keep));
                             }
                         }
                         taken
@@ -615,21 +614,21 @@ fn nested_stashes(ir: &Ir, rules: &[RuleId], side: Side, out: &mut Vec<(String, 
 }
 
 /// Remove the emptied objects every voter agreed to remove, deepest first.
-fn prune_emptied(obj: &mut Value, mut votes: Vec<(Path, bool)>) {
+fn prune_emptied(obj: &mut Value, mut votes: Vec<(&[Segment], bool)>) {
     if votes.is_empty() {
         return;
     }
-    votes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    votes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(b.0)));
     let mut i = 0;
     while i < votes.len() {
-        let path = votes[i].0.clone();
+        let path = votes[i].0;
         let mut remove = true;
         while i < votes.len() && votes[i].0 == path {
             remove &= !votes[i].1;
             i += 1;
         }
-        if remove && matches!(path.get(obj), Some(Value::Object(m)) if m.is_empty()) {
-            path.take_keeping(obj, path.len().saturating_sub(1));
+        if remove && matches!(get_in(path, obj), Some(Value::Object(m)) if m.is_empty()) {
+            take_in(path, obj, path.len().saturating_sub(1));
         }
     }
 }
@@ -652,7 +651,7 @@ fn parent_exists(path: &Path, obj: &Value) -> bool {
         return true;
     }
     match path.segments().split_last() {
-        Some((_, parent)) => Path::from_segments(parent.to_vec()).get(obj).is_some(),
+        Some((_, parent)) => get_in(parent, obj).is_some(),
         None => true,
     }
 }

@@ -139,6 +139,22 @@ fn metadata_without_labels(object: &Value) -> Value {
 }
 
 impl Invariants {
+    /// Whether `output`'s metadata, labels and annotations aside, equals
+    /// the input's (compared in place: no copy of the output's).
+    fn same_metadata(&self, output: &Value) -> bool {
+        let skipped = |k: &String| k == "labels" || k == "annotations";
+        match (&self.metadata, output.get("metadata")) {
+            (Value::Object(before), Some(Value::Object(after))) => {
+                let mut count = 0;
+                after.iter().filter(|(k, _)| !skipped(k)).all(|(k, v)| {
+                    count += 1;
+                    before.get(k) == Some(v)
+                }) && count == before.len()
+            }
+            _ => self.metadata == metadata_without_labels(output),
+        }
+    }
+
     pub(crate) fn of(input: &Value) -> Self {
         Invariants {
             kind: input.get("kind").cloned(),
@@ -154,7 +170,7 @@ impl Invariants {
         if self.kind.as_ref() != output.get("kind") {
             return Err(err("the conversion changed `kind`"));
         }
-        if self.metadata != metadata_without_labels(output) {
+        if !self.same_metadata(output) {
             return Err(err(
                 "the conversion changed metadata other than labels and annotations",
             ));
@@ -223,11 +239,26 @@ mod tests {
             before.check(&kind).unwrap_err().message,
             "the conversion changed `kind`"
         );
-        let renamed = json!({"kind": "CronTab", "metadata": {"name": "b"}});
-        assert_eq!(
-            before.check(&renamed).unwrap_err().message,
-            "the conversion changed metadata other than labels and annotations"
-        );
+        let changed = "the conversion changed metadata other than labels and annotations";
+        for output in [
+            json!({"kind": "CronTab", "metadata": {"name": "b"}}),
+            json!({"kind": "CronTab", "metadata": {"name": "a", "uid": "u"}}),
+            json!({"kind": "CronTab", "metadata": {}}),
+            json!({"kind": "CronTab", "metadata": {"labels": {"x": "1"}}}),
+            json!({"kind": "CronTab"}),
+            json!({"kind": "CronTab", "metadata": "a"}),
+        ] {
+            assert_eq!(
+                before.check(&output).unwrap_err().message,
+                changed,
+                "{output}"
+            );
+        }
+        // Key order does not count.
+        let two = json!({"kind": "K", "metadata": {"name": "a", "namespace": "n"}});
+        let swapped =
+            json!({"kind": "K", "metadata": {"namespace": "n", "labels": {}, "name": "a"}});
+        assert_eq!(Invariants::of(&two).check(&swapped), Ok(()));
     }
 
     #[test]

@@ -193,7 +193,8 @@ impl StashState {
         StashState {
             annotations: Vec::new(),
             original: obj
-                .pointer("/metadata/annotations")
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
                 .and_then(Value::as_object)
                 .cloned(),
         }

@@ -19,8 +19,6 @@
 //! or keep a whole-remainder stash (computed from the whole object against
 //! the schema) touches everything: it has no touch set.
 
-use std::collections::BTreeMap;
-
 use crate::ir::{Ir, Op, ResourceIr, RuleId, Side};
 use crate::path::{Path, Segment};
 
@@ -28,7 +26,9 @@ use crate::path::{Path, Segment};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Touch {
     whole: bool,
-    children: BTreeMap<String, Touch>,
+    /// Sorted by key. A handful of keys per object: a scan that compares
+    /// lengths first beats a tree search on the fast path's hot loop.
+    children: Vec<(String, Touch)>,
 }
 
 impl Touch {
@@ -49,7 +49,22 @@ impl Touch {
 
     /// The touch set of a member, or `None` when it is untouched.
     pub fn child(&self, key: &str) -> Option<&Touch> {
-        self.children.get(key)
+        self.children
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, t)| t)
+    }
+
+    /// The touch set of a member, added (untouched) when missing.
+    fn child_mut(&mut self, key: &str) -> &mut Touch {
+        let i = match self.children.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+            Ok(i) => i,
+            Err(i) => {
+                self.children.insert(i, (key.to_string(), Touch::default()));
+                i
+            }
+        };
+        &mut self.children[i].1
     }
 
     /// Whether `path` (from the object's root) lies inside the touch set:
@@ -61,7 +76,7 @@ impl Touch {
                 return true;
             }
             match segment {
-                Segment::Key(k) => match node.children.get(k) {
+                Segment::Key(k) => match node.child(k) {
                     Some(child) => node = child,
                     None => return false,
                 },
@@ -80,7 +95,7 @@ impl Touch {
                 return;
             }
             match segment {
-                Segment::Key(k) => node = node.children.entry(k.clone()).or_default(),
+                Segment::Key(k) => node = node.child_mut(k),
                 Segment::Index(_) | Segment::Wildcard => break,
             }
         }
@@ -99,7 +114,7 @@ impl Touch {
                 return;
             }
             for (k, v) in map {
-                match t.children.get(k) {
+                match t.child(k) {
                     Some(child) => walk(child, v, &at.child(k.clone()), out),
                     None => out.push(at.child(k.clone())),
                 }
@@ -121,7 +136,7 @@ impl Touch {
             return;
         }
         for (key, child) in &other.children {
-            self.children.entry(key.clone()).or_default().merge(child);
+            self.child_mut(key).merge(child);
         }
     }
 
@@ -159,19 +174,6 @@ pub fn conversion(ir: &Ir, resource: &ResourceIr, from: &str, to: &str) -> Optio
             return None;
         }
         rules(ir, &v.rules, true, &mut touch)?;
-    }
-    Some(touch)
-}
-
-/// What converting an object of `resource` from any version it serves to
-/// `to` touches: the union of [`conversion`] over every `from`, or `None`
-/// when one of them touches the whole object. Parsing more than a
-/// conversion touches is always safe, so this one set serves every object
-/// of the resource in a review.
-pub fn to_version(ir: &Ir, resource: &ResourceIr, to: &str) -> Option<Touch> {
-    let mut touch = Touch::default();
-    for from in resource.served() {
-        touch.merge(&conversion(ir, resource, from, to)?);
     }
     Some(touch)
 }
