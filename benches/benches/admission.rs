@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use katalog_benches::harness::{Mode, Variant, Work, report, run_group};
 use katalog_lang::admission::eval::Endpoint;
-use katalog_lang::admission::review::review_admission_bytes;
+use katalog_lang::admission::review::{Verdict, review_bytes};
 use katalog_lang::{Ir, Source, compile_sources};
 use serde_json::{Value, json};
 
@@ -74,10 +74,12 @@ fn main() {
 /// The engine's validating answer next to a parse + serialize of `body`,
 /// timed in turns.
 fn group(mode: &Mode, name: &str, ir: &Ir, body: &[u8]) {
-    let answer = review_admission_bytes(ir, body, Endpoint::Validate).expect("well-formed");
+    let answer = review_bytes(ir, body, Endpoint::Validate, None).expect("well-formed");
     assert_eq!(
-        answer["response"]["allowed"], true,
-        "the example Pod is baseline-compliant: {answer}"
+        answer.outcome.verdict,
+        Verdict::Allowed,
+        "the example Pod is baseline-compliant: {}",
+        String::from_utf8_lossy(&answer.bytes)
     );
     println!(
         "{name}: {} validations, review {} bytes",
@@ -85,10 +87,11 @@ fn group(mode: &Mode, name: &str, ir: &Ir, body: &[u8]) {
         body.len()
     );
     let mut variants = [
-        Variant::new("engine: review_admission_bytes(validate) + to_vec", || {
-            let r = review_admission_bytes(ir, black_box(body), Endpoint::Validate)
-                .expect("well-formed");
-            serde_json::to_vec(&r).expect("serializes").len()
+        Variant::new("engine: admission::review::review_bytes(validate)", || {
+            review_bytes(ir, black_box(body), Endpoint::Validate, None)
+                .expect("well-formed")
+                .bytes
+                .len()
         }),
         Variant::new("baseline: from_slice::<Value> + to_vec", || {
             let v: Value = serde_json::from_slice(black_box(body)).expect("valid JSON");

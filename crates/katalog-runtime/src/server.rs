@@ -9,9 +9,9 @@ use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
 use katalog_lang::admission::eval::Endpoint;
-use katalog_lang::admission::review::review_admission_only;
+use katalog_lang::admission::review::{Verdict, review_bytes};
 use katalog_lang::admission::webhooks;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::config::Config;
 use crate::metrics::{
@@ -224,10 +224,6 @@ async fn off_reactor<T: Send + 'static>(
             state,
         )),
     }
-}
-
-fn str_at<'v>(v: &'v Value, pointer: &str) -> &'v str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Counts a review as in flight for as long as it lives.
@@ -477,34 +473,19 @@ async fn admission(
         }
     });
     let outcome = off_reactor(&state, &in_flight, move || {
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("failed to read the AdmissionReview: {e}"))?;
-        let response = review_admission_only(&ir, &value, endpoint, only.as_deref())
-            .map_err(|e| e.to_string())?;
-        let bytes = serde_json::to_vec(&response).map_err(|e| e.to_string())?;
-        Ok::<_, String>((value, response, bytes))
+        review_bytes(&ir, &body, endpoint, only.as_deref()).map_err(|e| e.to_string())
     })
     .await;
-    let (request, response, bytes) = match outcome {
+    let answer = match outcome {
         Ok(Ok(v)) => v,
         Ok(Err(message)) => {
             return error(StatusCode::BAD_REQUEST, "MalformedReview", message, &state);
         }
         Err(resp) => return resp,
     };
-    let group = str_at(&request, "/request/resource/group");
-    let version = str_at(&request, "/request/resource/version");
-    let resource = str_at(&request, "/request/resource/resource");
-    let allowed = response
-        .pointer("/response/allowed")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let patched = response.pointer("/response/patch").is_some();
-    let result = match (allowed, patched) {
-        (false, _) => "denied",
-        (true, true) => "patched",
-        (true, false) => "allowed",
-    };
+    let o = &answer.outcome;
+    let (group, version, resource) = (o.group.as_str(), o.version.as_str(), o.resource.as_str());
+    let result = o.verdict.as_str();
     let elapsed = started.elapsed();
     state
         .metrics
@@ -527,27 +508,27 @@ async fn admission(
             resource: resource.into(),
         })
         .observe(elapsed.as_secs_f64());
-    let message = str_at(&response, "/response/status/message");
+    let denied = o.verdict == Verdict::Denied;
     state.stats.record(
         &format!("{} {}/{}/{}", endpoint.name(), group, version, resource),
         elapsed.as_secs_f64() * 1000.0,
-        (!allowed).then_some(message),
+        denied.then_some(o.message.as_str()),
     );
     tracing::info!(
-        uid = str_at(&request, "/request/uid"),
+        uid = o.uid.as_str(),
         endpoint = endpoint.name(),
         resource = format!("{group}/{version}/{resource}"),
-        operation = str_at(&request, "/request/operation"),
-        namespace = str_at(&request, "/request/namespace"),
-        name = str_at(&request, "/request/name"),
+        operation = o.operation.as_str(),
+        namespace = o.namespace.as_str(),
+        name = o.name.as_str(),
         result,
-        detail = message,
+        detail = o.message.as_str(),
         duration_ms = elapsed.as_secs_f64() * 1000.0,
         "admission review"
     );
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(bytes)
+        .body(answer.bytes)
 }
 
 async fn healthz() -> HttpResponse {

@@ -66,6 +66,104 @@ pub fn review_admission_bytes(
     body: &[u8],
     endpoint: Endpoint,
 ) -> Result<Value, AdmissionReviewError> {
+    let (_, response) = parse_and_answer(ir, body, endpoint, None)?;
+    Ok(response)
+}
+
+/// How an answered AdmissionReview came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// Allowed with a patch (the mutating endpoint).
+    Patched,
+    Denied,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Patched => "patched",
+            Verdict::Denied => "denied",
+        }
+    }
+}
+
+/// What a server records of an answered AdmissionReview: read from the
+/// request and the answer once, so that the caller inspects no JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub uid: String,
+    /// `request.resource`.
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub operation: String,
+    pub namespace: String,
+    pub name: String,
+    pub verdict: Verdict,
+    /// The answer's `status.message` (why it was denied; empty otherwise).
+    pub message: String,
+}
+
+/// An AdmissionReview's answer: its bytes, and how it came out.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub bytes: Vec<u8>,
+    pub outcome: Outcome,
+}
+
+/// The one call a server makes for an AdmissionReview's body: the answer's
+/// bytes and a typed [`Outcome`], for the rules of one generated webhook
+/// (`only`, see [`review_admission_only`]) or all of the endpoint's. The
+/// request's objects move into the evaluator (no copy). An error is a
+/// review that cannot be answered (400).
+pub fn review_bytes(
+    ir: &Ir,
+    body: &[u8],
+    endpoint: Endpoint,
+    only: Option<&[usize]>,
+) -> Result<Answer, AdmissionReviewError> {
+    let (review, response) = parse_and_answer(ir, body, endpoint, only)?;
+    let at = |v: &Value, pointer: &str| {
+        v.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let allowed = response
+        .pointer("/response/allowed")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let verdict = match (allowed, response.pointer("/response/patch").is_some()) {
+        (false, _) => Verdict::Denied,
+        (true, true) => Verdict::Patched,
+        (true, false) => Verdict::Allowed,
+    };
+    let outcome = Outcome {
+        uid: at(&review, "/request/uid"),
+        group: at(&review, "/request/resource/group"),
+        version: at(&review, "/request/resource/version"),
+        resource: at(&review, "/request/resource/resource"),
+        operation: at(&review, "/request/operation"),
+        namespace: at(&review, "/request/namespace"),
+        name: at(&review, "/request/name"),
+        verdict,
+        message: at(&response, "/response/status/message"),
+    };
+    let bytes = serde_json::to_vec(&response)
+        .map_err(|e| AdmissionReviewError::Malformed(format!("internal: {e}")))?;
+    Ok(Answer { bytes, outcome })
+}
+
+/// Parse a review, move its objects out of it into the evaluator's input,
+/// and answer it: the review (without its objects) and the answer.
+fn parse_and_answer(
+    ir: &Ir,
+    body: &[u8],
+    endpoint: Endpoint,
+    only: Option<&[usize]>,
+) -> Result<(Value, Value), AdmissionReviewError> {
     let mut value: Value =
         serde_json::from_slice(body).map_err(|e| AdmissionReviewError::Malformed(e.to_string()))?;
     // The review is ours: the objects move into the evaluator's input
@@ -77,7 +175,8 @@ pub fn review_admission_bytes(
         ),
         _ => (None, None),
     };
-    answer(ir, &value, endpoint, None, Some(objects))
+    let response = answer(ir, &value, endpoint, only, Some(objects))?;
+    Ok((value, response))
 }
 
 /// Answer an AdmissionReview (as JSON) for one endpoint. A request whose
@@ -380,6 +479,62 @@ spec:
         assert_eq!(w.chars().count(), 120, "{w}");
         assert!(w.starts_with("[long-warning] this warning") && w.ends_with('…'));
         assert_eq!(r["auditAnnotations"], json!({"audited": "no team label"}));
+    }
+
+    #[test]
+    fn the_bytes_entry_point_answers_as_the_json_one_with_its_outcome() {
+        let ir = ir();
+        let body = include_str!("testdata/pod-create-v1.json").as_bytes();
+        let cases = [
+            (Endpoint::Validate, Verdict::Denied),
+            (Endpoint::Mutate, Verdict::Patched),
+        ];
+        for (endpoint, verdict) in cases {
+            let got = review_bytes(&ir, body, endpoint, None).expect("well-formed");
+            let json = review_admission_bytes(&ir, body, endpoint).expect("well-formed");
+            let bytes: Value = serde_json::from_slice(&got.bytes).expect("JSON");
+            assert_eq!(bytes, json, "{endpoint:?}");
+            let o = &got.outcome;
+            assert_eq!(o.verdict, verdict, "{endpoint:?}");
+            assert_eq!(o.uid, "0c9a8d74-9cb7-44dd-b98e-09fd62def2f4");
+            assert_eq!(
+                (o.group.as_str(), o.version.as_str(), o.resource.as_str()),
+                ("", "v1", "pods")
+            );
+            assert_eq!(o.operation, "CREATE");
+            assert_eq!(
+                (o.namespace.as_str(), o.name.as_str()),
+                ("team-a", "echo-pod")
+            );
+            assert_eq!(
+                o.message,
+                json["response"]["status"]["message"].as_str().unwrap_or("")
+            );
+        }
+        // Only the rules of one webhook: the denying rule left out.
+        let only: Vec<usize> = ir
+            .admission
+            .validations
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.name != "internal-images")
+            .map(|(i, _)| i)
+            .collect();
+        let got = review_bytes(&ir, body, Endpoint::Validate, Some(&only)).expect("well-formed");
+        assert_eq!(got.outcome.verdict, Verdict::Allowed);
+        assert_eq!(got.outcome.message, "");
+        // Unanswerable: the same errors as the JSON entry point.
+        for bad in [
+            &b"{"[..],
+            br#"{"apiVersion": "admission.k8s.io/v2", "request": {}}"#,
+        ] {
+            assert_eq!(
+                review_bytes(&ir, bad, Endpoint::Validate, None).map(|a| a.bytes),
+                review_admission_bytes(&ir, bad, Endpoint::Validate)
+                    .map(|v| serde_json::to_vec(&v).unwrap())
+            );
+            assert!(review_bytes(&ir, bad, Endpoint::Validate, None).is_err());
+        }
     }
 
     #[test]
