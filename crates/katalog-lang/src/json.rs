@@ -58,3 +58,71 @@ pub fn truncate(s: &str, max: usize) -> String {
     out.push('…');
     out
 }
+
+/// [`Value::pointer`] without an allocation per step: the same answer for
+/// every pointer (a pointer with `~` escapes goes to `Value::pointer`).
+pub trait ValueAt {
+    fn at(&self, pointer: &str) -> Option<&Value>;
+}
+
+impl ValueAt for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        if pointer.contains('~') {
+            return self.pointer(pointer);
+        }
+        pointer
+            .strip_prefix('/')?
+            .split('/')
+            .try_fold(self, |cur, key| match cur {
+                Value::Object(m) => m.get(key),
+                // As serde_json reads an index: no sign, no leading zero.
+                Value::Array(a)
+                    if !key.starts_with('+') && (key == "0" || !key.starts_with('0')) =>
+                {
+                    key.parse::<usize>().ok().and_then(|i| a.get(i))
+                }
+                _ => None,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn at_answers_as_value_pointer() {
+        let v = json!({"a": {"b": [10, {"c": 1}], "": {"": 2}, "x/y": 3, "m~n": 4,
+                       "01": 5, "0": 6}, "list": [[7]]});
+        for pointer in [
+            "",
+            "/",
+            "/a",
+            "/a/b",
+            "/a/b/0",
+            "/a/b/1/c",
+            "/a/b/2",
+            "/a/b/01",
+            "/a/b/+1",
+            "/a/b/-1",
+            "/a/b/x",
+            "/a//",
+            "/a/x~1y",
+            "/a/m~0n",
+            "/a/01",
+            "/a/0",
+            "a",
+            "/list/0/0",
+            "/list/00",
+            "/missing/x",
+            "/a/b/0/x",
+            "/a/b/1/c/",
+        ] {
+            assert_eq!(v.at(pointer), v.pointer(pointer), "{pointer}");
+        }
+    }
+}

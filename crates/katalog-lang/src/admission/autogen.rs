@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
 use crate::document::PodControllers;
+use crate::json::ValueAt;
 use crate::path::{Path, SetError};
 
 /// `(kind, group, version, resource, template path)` of every pod controller.
@@ -147,7 +148,7 @@ fn view_of(obj: &Value, template: &Path, input: &AdmissionInput) -> Value {
         .cloned()
         .unwrap_or_default();
     let namespace = obj
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or(&input.namespace);
     if !namespace.is_empty() && !metadata.contains_key("namespace") {

@@ -13,8 +13,8 @@ use super::{
 use crate::cel::{CelArg, CelBindings, CelError, CelProgram, CelValue};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
-use crate::json::{json_eq, show, truncate, type_name};
-use crate::path::{Path, Segment, SetError};
+use crate::json::{ValueAt, json_eq, show, truncate, type_name};
+use crate::path::{Path, Segment, SetError, get_in};
 
 pub use super::input::{AdmissionInput, Endpoint};
 
@@ -509,7 +509,7 @@ impl<'i> Vars<'i> {
 }
 
 fn labels_of(object: Option<&Value>) -> Option<&Map<String, Value>> {
-    object?.pointer("/metadata/labels")?.as_object()
+    object?.at("/metadata/labels")?.as_object()
 }
 
 fn selector_matches(sel: &SelectorIr, labels: Option<&Map<String, Value>>) -> bool {
@@ -742,7 +742,7 @@ fn run_check(
         }
     }
     if check.unique {
-        let values: Vec<(&Path, &Value)> = elems
+        let values: Vec<(&Picked, &Value)> = elems
             .iter()
             .filter_map(|(p, v)| v.map(|v| (p, v)))
             .collect();
@@ -750,9 +750,9 @@ fn run_check(
             if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
                 out.push(format!(
                     "{} repeats the value {} of {}",
-                    shown(at, p),
+                    shown(at, *p),
                     show(v),
-                    shown(at, q)
+                    shown(at, *q)
                 ));
             }
         }
@@ -786,20 +786,111 @@ fn run_check(
 /// message is written.
 struct Shown<'p> {
     at: &'p Path,
-    path: &'p Path,
+    path: &'p dyn Concrete,
 }
 
-fn shown<'p>(at: &'p Path, path: &'p Path) -> Shown<'p> {
+fn shown<'p>(at: &'p Path, path: &'p dyn Concrete) -> Shown<'p> {
     Shown { at, path }
 }
 
 impl std::fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.path.is_root() && self.at.is_root() {
+        let path = self.path.concrete();
+        if path.is_root() && self.at.is_root() {
             f.write_str("the object")
         } else {
-            write!(f, "`{}`", self.at.join(self.path))
+            write!(f, "`{}`", self.at.join(&path))
         }
+    }
+}
+
+/// A concrete path, or what builds one when a message needs it.
+trait Concrete {
+    fn concrete(&self) -> std::borrow::Cow<'_, Path>;
+}
+
+impl Concrete for Path {
+    fn concrete(&self) -> std::borrow::Cow<'_, Path> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+/// What a wildcard picked: a list index or an object key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pick<'v> {
+    Index(usize),
+    Key(&'v str),
+}
+
+/// A selected element's path as its pattern and what each wildcard of it
+/// picked: the concrete path is built only for a message.
+#[derive(Clone, Debug)]
+struct Picked<'p, 'v> {
+    pattern: &'p Path,
+    picks: Vec<Pick<'v>>,
+}
+
+impl Concrete for Picked<'_, '_> {
+    fn concrete(&self) -> std::borrow::Cow<'_, Path> {
+        if self.picks.is_empty() {
+            return std::borrow::Cow::Borrowed(self.pattern);
+        }
+        let mut picks = self.picks.iter();
+        let segments = self
+            .pattern
+            .segments()
+            .iter()
+            .map(|s| match s {
+                Segment::Wildcard => match picks.next() {
+                    Some(Pick::Index(i)) => Segment::Index(*i),
+                    Some(Pick::Key(k)) => Segment::Key((*k).to_string()),
+                    None => Segment::Wildcard,
+                },
+                s => s.clone(),
+            })
+            .collect();
+        std::borrow::Cow::Owned(Path::from_segments(segments))
+    }
+}
+
+/// Every value `segments` select below `value` (wildcards expanded), with
+/// what each wildcard picked, as [`Path::select`] visits them.
+fn pick_into<'v>(
+    segments: &[Segment],
+    value: &'v Value,
+    picks: &mut Vec<Pick<'v>>,
+    out: &mut Vec<(Vec<Pick<'v>>, &'v Value)>,
+) {
+    let Some((first, rest)) = segments.split_first() else {
+        out.push((picks.clone(), value));
+        return;
+    };
+    match (first, value) {
+        (Segment::Key(k), Value::Object(m)) => {
+            if let Some(v) = m.get(k) {
+                pick_into(rest, v, picks, out);
+            }
+        }
+        (Segment::Index(i), Value::Array(a)) => {
+            if let Some(v) = a.get(*i) {
+                pick_into(rest, v, picks, out);
+            }
+        }
+        (Segment::Wildcard, Value::Array(a)) => {
+            for (i, v) in a.iter().enumerate() {
+                picks.push(Pick::Index(i));
+                pick_into(rest, v, picks, out);
+                picks.pop();
+            }
+        }
+        (Segment::Wildcard, Value::Object(m)) => {
+            for (k, v) in m {
+                picks.push(Pick::Key(k));
+                pick_into(rest, v, picks, out);
+                picks.pop();
+            }
+        }
+        _ => {}
     }
 }
 
@@ -815,20 +906,37 @@ fn rebased<'p>(paths: &'p [Path], base: &Path) -> std::borrow::Cow<'p, [Path]> {
 }
 
 /// The elements a check looks at: concrete path and value (`None`: absent).
-fn elements<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, Option<&'v Value>)> {
+fn elements<'p, 'v>(
+    paths: &'p [Path],
+    object: &'v Value,
+) -> Vec<(Picked<'p, 'v>, Option<&'v Value>)> {
+    static ROOT: std::sync::LazyLock<Path> = std::sync::LazyLock::new(Path::root);
     if paths.is_empty() {
-        return vec![(Path::root(), Some(object))];
+        let whole = Picked {
+            pattern: &ROOT,
+            picks: Vec::new(),
+        };
+        return vec![(whole, Some(object))];
     }
     let mut out = Vec::new();
+    let mut found = Vec::new();
     for p in paths {
         let segs = p.segments();
         match segs.iter().rposition(|s| matches!(s, Segment::Wildcard)) {
-            None => out.push((p.clone(), p.get(object))),
+            None => {
+                let at = Picked {
+                    pattern: p,
+                    picks: Vec::new(),
+                };
+                out.push((at, p.get(object)));
+            }
             Some(last) => {
                 let (through, rest) = segs.split_at(last + 1);
-                let rest = Path::from_segments(rest.to_vec());
-                for (ep, ev) in Path::from_segments(through.to_vec()).select(object) {
-                    out.push((ep.join(&rest), rest.get(ev)));
+                found.clear();
+                pick_into(through, object, &mut Vec::new(), &mut found);
+                for (picks, ev) in found.drain(..) {
+                    let at = Picked { pattern: p, picks };
+                    out.push((at, get_in(rest, ev)));
                 }
             }
         }
@@ -1009,7 +1117,7 @@ fn validate<'i>(
         let as_object = |o: &Option<Value>| match o {
             Some(s) if scale => {
                 let mut object = Value::Object(Default::default());
-                if let Some(replicas) = s.pointer("/spec/replicas") {
+                if let Some(replicas) = s.at("/spec/replicas") {
                     // Only keys: setting into an empty object cannot fail.
                     let _ = v.scale_replicas.set(&mut object, replicas.clone());
                 }
@@ -1762,7 +1870,7 @@ impl SimulatedRequest {
         };
         let meta = |field: &str| {
             subject
-                .and_then(|o| o.pointer(&format!("/metadata/{field}")))
+                .and_then(|o| o.at(&format!("/metadata/{field}")))
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string()

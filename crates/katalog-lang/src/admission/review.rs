@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::eval::{AdmissionInput, Endpoint, evaluate_only};
 use crate::document::Operation;
 use crate::ir::Ir;
+use crate::json::ValueAt;
 
 pub const ADMISSION_REVIEW_VERSIONS: [&str; 2] =
     ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -126,16 +127,16 @@ pub fn review_bytes(
 ) -> Result<Answer, AdmissionReviewError> {
     let (review, response) = parse_and_answer(ir, body, endpoint, only)?;
     let at = |v: &Value, pointer: &str| {
-        v.pointer(pointer)
+        v.at(pointer)
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string()
     };
     let allowed = response
-        .pointer("/response/allowed")
+        .at("/response/allowed")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let verdict = match (allowed, response.pointer("/response/patch").is_some()) {
+    let verdict = match (allowed, response.at("/response/patch").is_some()) {
         (false, _) => Verdict::Denied,
         (true, true) => Verdict::Patched,
         (true, false) => Verdict::Allowed,
@@ -300,7 +301,7 @@ fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 fn string_at(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
+    v.at(pointer)
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()
@@ -331,7 +332,7 @@ fn input_from_parts(
         None => return Err(RequestError::NoOperation),
     };
     if request
-        .pointer("/resource/resource")
+        .at("/resource/resource")
         .and_then(Value::as_str)
         .is_none()
     {
@@ -354,7 +355,7 @@ fn input_from_parts(
     if operation == Operation::Update && old_object.is_none() {
         return Err(RequestError::NoOldObject);
     }
-    let groups = match request.pointer("/userInfo/groups") {
+    let groups = match request.at("/userInfo/groups") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
             .iter()
@@ -371,7 +372,7 @@ fn input_from_parts(
         && operation == Operation::Delete
         && let Some(n) = old_object
             .as_ref()
-            .and_then(|o| o.pointer("/metadata/name"))
+            .and_then(|o| o.at("/metadata/name"))
             .and_then(Value::as_str)
     {
         name = n.to_string();
