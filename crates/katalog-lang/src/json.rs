@@ -59,6 +59,18 @@ pub fn truncate(s: &str, max: usize) -> String {
     out
 }
 
+/// `map.get(key)`: on a small object, a scan comparing lengths first
+/// (no hash of the key; Kubernetes objects have a handful of members per
+/// level), else the map's own lookup. The same answer either way: keys
+/// are unique.
+pub fn member<'v>(map: &'v serde_json::Map<String, Value>, key: &str) -> Option<&'v Value> {
+    if map.len() <= 8 {
+        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
 /// [`Value::pointer`] without an allocation per step: the same answer for
 /// every pointer (a pointer with `~` escapes goes to `Value::pointer`).
 pub trait ValueAt {
@@ -77,7 +89,7 @@ impl ValueAt for Value {
             .strip_prefix('/')?
             .split('/')
             .try_fold(self, |cur, key| match cur {
-                Value::Object(m) => m.get(key),
+                Value::Object(m) => member(m, key),
                 // As serde_json reads an index: no sign, no leading zero.
                 Value::Array(a)
                     if !key.starts_with('+') && (key == "0" || !key.starts_with('0')) =>
@@ -93,6 +105,19 @@ impl ValueAt for Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn member_answers_as_get_on_small_and_large_objects() {
+        for n in [0, 1, 8, 9, 40] {
+            let map: serde_json::Map<String, Value> =
+                (0..n).map(|i| (format!("k{i}"), json!(i))).collect();
+            for i in 0..n + 2 {
+                let key = format!("k{i}");
+                assert_eq!(member(&map, &key), map.get(&key), "{n} {key}");
+            }
+            assert_eq!(member(&map, "k"), None);
+        }
+    }
 
     #[test]
     fn at_answers_as_value_pointer() {

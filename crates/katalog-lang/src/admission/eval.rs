@@ -867,7 +867,7 @@ fn pick_into<'v>(
     };
     match (first, value) {
         (Segment::Key(k), Value::Object(m)) => {
-            if let Some(v) = m.get(k) {
+            if let Some(v) = crate::json::member(m, k) {
                 pick_into(rest, v, picks, out);
             }
         }

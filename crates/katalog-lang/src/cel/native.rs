@@ -218,7 +218,7 @@ impl<'a> V<'a> {
                 .iter()
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone()),
-            V::JMap(fields) => fields.get(key).map(V::from_json),
+            V::JMap(fields) => crate::json::member(fields, key).map(V::from_json),
             V::Fields(fields) => match fields.get(key) {
                 Some(value) => Some(V::from_cel_value(value)?),
                 None => None,
