@@ -33,6 +33,8 @@ pub struct Options {
     /// Seconds per scenario, per server, per round.
     pub secs: f64,
     pub rounds: usize,
+    /// Run only the scenarios whose name contains this (all when empty).
+    pub only: String,
 }
 
 /// One benchmark request and what a good answer to it is.
@@ -330,7 +332,7 @@ fn measure(opts: &Options, dir: &Path, certs: &Path) -> Result<(), String> {
     );
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let started = Instant::now();
-    for scenario in &SCENARIOS {
+    for scenario in SCENARIOS.iter().filter(|s| s.name.contains(&opts.only)) {
         let review = &reviews[scenario.review];
         let mut totals = [Totals::default(), Totals::default()];
         for round in 0..opts.rounds {

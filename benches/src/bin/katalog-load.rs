@@ -32,7 +32,7 @@ struct Args {
 
 const USAGE: &str = "usage:
   katalog-load [--katalog-bin PATH] [--secs S] [--clients N]
-  katalog-load compare --peer-bin PATH [--katalog-bin PATH] [--secs S] [--rounds N] [--smoke]";
+  katalog-load compare --peer-bin PATH [--katalog-bin PATH] [--secs S] [--rounds N] [--only TEXT] [--smoke]";
 
 fn usage_error(message: &str) -> ! {
     eprintln!("katalog-load: {message}\n{USAGE}");
@@ -64,6 +64,7 @@ fn compare_options(mut it: impl Iterator<Item = String>) -> peer::Options {
         peer_bin: PathBuf::new(),
         secs: 5.0,
         rounds: 2,
+        only: String::new(),
     };
     let mut smoke = false;
     while let Some(flag) = it.next() {
@@ -85,6 +86,7 @@ fn compare_options(mut it: impl Iterator<Item = String>) -> peer::Options {
             "--peer-bin" => o.peer_bin = PathBuf::from(value),
             "--secs" => o.secs = number(&value).min(600.0),
             "--rounds" => o.rounds = (number(&value) as usize).clamp(1, 100),
+            "--only" => o.only = value,
             other => usage_error(&format!("unknown flag {other}")),
         }
     }
