@@ -340,6 +340,7 @@ fn load_document(
     // Take the rule lists out so each rule is decoded (and reported) on its own.
     let mut value = root.to_value();
     let mut rules: Vec<(usize, String, Vec<Option<Rule>>)> = Vec::new();
+    let mut not_lists = Vec::new();
     if let Some(resources) = value
         .pointer_mut("/spec/resources")
         .and_then(Value::as_array_mut)
@@ -352,9 +353,22 @@ fn load_document(
                 continue;
             };
             for (version, list) in conv.iter_mut() {
-                let Value::Array(items) = std::mem::take(list) else {
-                    // Leave non-lists for the typed decode to report.
-                    continue;
+                let items = match std::mem::take(list) {
+                    Value::Array(items) => items,
+                    // Left for the typed decode to report.
+                    Value::Null => continue,
+                    other => {
+                        let at = DocPath::default()
+                            .key("spec")
+                            .key("resources")
+                            .index(ri)
+                            .key("conversion")
+                            .key(version.clone());
+                        not_a_list(&mut ctx, other, root.walk(&at).0);
+                        not_lists.push(ri);
+                        *list = Value::Array(Vec::new());
+                        continue;
+                    }
                 };
                 *list = Value::Array(Vec::new());
                 let base = top
@@ -383,7 +397,10 @@ fn load_document(
             Some(Value::Array(items)) => items
                 .into_iter()
                 .enumerate()
-                .map(|(i, r)| ctx.decode(r, &top.key("spec").key("resources").index(i)))
+                .map(|(i, r)| {
+                    ctx.decode(r, &top.key("spec").key("resources").index(i))
+                        .filter(|_| !not_lists.contains(&i))
+                })
                 .collect(),
             Some(other) => {
                 // Put it back so the typed decode reports its shape.
@@ -441,6 +458,27 @@ fn load_document(
         }
     }
     Some((doc, indices, resource_indices, (validations, mutations)))
+}
+
+/// A `conversion.<version>` that is neither a list nor empty: reported at
+/// the value, by what it is (the typed decode would find it emptied).
+fn not_a_list(ctx: &mut Ctx, value: Value, node: &Node) {
+    let message = match serde_json::from_value::<Vec<serde::de::IgnoredAny>>(value) {
+        Ok(_) => return,
+        Err(e) => e
+            .to_string()
+            .replace("invalid type: ", "wrong type: found "),
+    };
+    let loc = Loc {
+        file: ctx.source.name.clone(),
+        line: node.line,
+        column: node.column,
+    };
+    ctx.diags.push(
+        Diagnostic::new(ErrorKind::Shape, message)
+            .at(loc, Some(ctx.source))
+            .with_help("write the rules as a list: `- rename: {hub: a, spoke: b}`"),
+    );
 }
 
 /// A resource's `crd:` key: the CRD manifest file or directory it names,
@@ -501,4 +539,25 @@ fn references(loaded: &Loaded, every: bool) -> Vec<CrdReference> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A non-list under `conversion.<version>` says what it is, at the value.
+    #[test]
+    fn a_conversion_that_is_not_a_list_is_reported_at_the_value() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  resources:\n    - group: g.io\n      kind: W\n      plural: ws\n      hub: v1\n      versions: [v1, v2]\n      conversion:\n        v2: {rename: {hub: a, spoke: b}}\n";
+        let (_, diags) = load(&[Source::new("t.yaml", text)]);
+        let d = &diags.0[0];
+        assert_eq!(
+            (
+                d.message.as_str(),
+                d.loc.as_ref().map(|l| (l.line, l.column))
+            ),
+            ("wrong type: found map, expected a sequence", Some((12, 13)))
+        );
+        assert_eq!(diags.0.len(), 1, "{diags:?}");
+    }
 }
