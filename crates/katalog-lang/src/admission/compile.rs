@@ -32,6 +32,7 @@ struct Ctx<'a> {
     /// against the schema of each at the rule's version).
     targets: Vec<super::DeclaredTarget>,
     patterns: &'a mut crate::syntax::Patterns,
+    controllers: &'a mut super::autogen::SharedControllers,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -340,6 +341,7 @@ pub fn compile(
     let mut wide_restricted = Vec::new();
     let mut strict = false;
     let mut patterns = crate::syntax::Patterns::default();
+    let mut controllers = super::autogen::SharedControllers::default();
     for doc in &loaded.documents {
         let mut ctx = Ctx {
             doc,
@@ -354,6 +356,7 @@ pub fn compile(
             schemas,
             targets: Vec::new(),
             patterns: &mut patterns,
+            controllers: &mut controllers,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -715,7 +718,12 @@ fn matcher(
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
-    match super::autogen::controllers_for(&ir.resources, subresources, pod_controllers) {
+    match super::autogen::controllers_for(
+        &ir.resources,
+        subresources,
+        pod_controllers,
+        ctx.controllers,
+    ) {
         Ok(c) => ir.pod_controllers = c,
         Err(e) => {
             ctx.error(&at.key("podControllers"), ErrorKind::Invalid, e);
