@@ -142,7 +142,12 @@ impl Node {
         match &self.kind {
             NodeKind::Map(entries) => entries
                 .iter()
-                .find(|(k, _)| k.key_text() == key)
+                .find(|(k, _)| match &k.kind {
+                    // Every key the readers make is a string: compared
+                    // without a copy.
+                    NodeKind::String(s) => s == key,
+                    _ => k.key_text() == key,
+                })
                 .map(|(k, v)| (k, v)),
             _ => None,
         }
