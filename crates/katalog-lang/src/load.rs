@@ -199,7 +199,7 @@ impl Ctx<'_> {
         if let Some(rest) = message.strip_prefix("unknown field `") {
             let name = rest.split('`').next().unwrap_or("");
             let expected = backticked(rest.split_once("expected").map_or("", |x| x.1));
-            let key_path = path.key(name);
+            let key_path = path.key(name.to_string());
             let at = if self.root.key_node(&key_path).is_some() {
                 key_path
             } else {
@@ -218,10 +218,14 @@ impl Ctx<'_> {
             let name = rest.split('`').next().unwrap_or("");
             let expected = backticked(rest.split_once("expected").map_or("", |x| x.1));
             // The path ends with the variant name when serde got that far.
-            let at = if path.0.last() == Some(&DocStep::Key(name.to_string())) {
+            let at = if path
+                .0
+                .last()
+                .is_some_and(|s| matches!(s, DocStep::Key(k) if *k == name))
+            {
                 path.clone()
             } else {
-                path.key(name)
+                path.key(name.to_string())
             };
             let what = if at
                 .0
@@ -322,7 +326,10 @@ fn load_document(source: &Source, root: &Node, diags: &mut Diagnostics) -> Optio
             continue;
         };
         for (version, list) in decode::entries(conv) {
-            let base = resources_at.index(ri).key("conversion").key(version);
+            let base = resources_at
+                .index(ri)
+                .key("conversion")
+                .key(version.to_string());
             let items = match &list.kind {
                 NodeKind::Seq(items) => items,
                 NodeKind::Null => continue,
@@ -393,7 +400,7 @@ fn decode_each<'a, T: serde::Deserialize<'a>>(
     ctx: &mut Ctx,
     admission: Option<&'a Node>,
     at: &DocPath,
-    key: &str,
+    key: &'static str,
 ) -> Vec<(usize, T)> {
     let items = match admission
         .and_then(|a| decode::member(a, key))

@@ -1218,7 +1218,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append`, `jsonPatch`, `mergePatch`, `defaults` (label and annotation edits may go with it)");
         return None;
     }
-    let path_of = |ctx: &mut Ctx, text: &str, key: &str| -> Option<Path> {
+    let path_of = |ctx: &mut Ctx, text: &str, key: &'static str| -> Option<Path> {
         let p = ctx.path(text, &at.key(key).key("path"))?;
         if p.is_root() {
             ctx.error(

@@ -192,7 +192,7 @@ impl Chain<'_> {
                     at = parent;
                 }
                 Chain::Key(parent, k) => {
-                    steps.push(DocStep::Key((*k).to_string()));
+                    steps.push(DocStep::Key((*k).to_string().into()));
                     at = parent;
                 }
             }
