@@ -342,7 +342,7 @@ impl Walk<'_> {
         match key {
             Some(k) => {
                 let name = op_name(&rule.op, &rule.origin);
-                let inner = at.key(name).key(k);
+                let inner = at.key(name.to_string()).key(k.to_string());
                 if self.doc.root.key_node(&inner).is_some() {
                     inner
                 } else {

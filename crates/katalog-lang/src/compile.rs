@@ -1184,31 +1184,33 @@ impl Compiler<'_> {
     fn cel(&mut self, scope: &Scope, c: &CelRule, at: &DocPath, origin: String) -> Option<RuleId> {
         let hub = self.path(scope, &c.hub, &at.key("hub"), Side::Hub);
         let spoke = self.path(scope, &c.spoke, &at.key("spoke"), Side::Spoke);
-        let compile = |this: &mut Self, expr: &str, key: &str| match CelProgram::compile(expr) {
-            // A conversion expression sees `self` (the value) and `object`.
-            Ok(p) => match p.unbound_identifiers(&["self", "object"]).first() {
-                None => Some(p),
-                Some(name) => {
-                    let help = crate::error::did_you_mean(name, ["self", "object"])
-                        .map(|s| format!("did you mean `{s}`?"))
-                        .unwrap_or_else(|| {
-                            "a conversion expression sees `self` (the value) and `object`".into()
-                        });
-                    this.error(
-                        scope.doc,
-                        &at.key(key),
-                        ErrorKind::Cel,
-                        format!("`{name}` is not defined in this CEL expression"),
-                    )
-                    .help = Some(help);
+        let compile =
+            |this: &mut Self, expr: &str, key: &'static str| match CelProgram::compile(expr) {
+                // A conversion expression sees `self` (the value) and `object`.
+                Ok(p) => match p.unbound_identifiers(&["self", "object"]).first() {
+                    None => Some(p),
+                    Some(name) => {
+                        let help = crate::error::did_you_mean(name, ["self", "object"])
+                            .map(|s| format!("did you mean `{s}`?"))
+                            .unwrap_or_else(|| {
+                                "a conversion expression sees `self` (the value) and `object`"
+                                    .into()
+                            });
+                        this.error(
+                            scope.doc,
+                            &at.key(key),
+                            ErrorKind::Cel,
+                            format!("`{name}` is not defined in this CEL expression"),
+                        )
+                        .help = Some(help);
+                        None
+                    }
+                },
+                Err(e) => {
+                    this.error(scope.doc, &at.key(key), ErrorKind::Cel, e.to_string());
                     None
                 }
-            },
-            Err(e) => {
-                this.error(scope.doc, &at.key(key), ErrorKind::Cel, e.to_string());
-                None
-            }
-        };
+            };
         let to_spoke = compile(self, &c.to_spoke, "toSpoke");
         let to_hub = compile(self, &c.to_hub, "toHub");
         let (hub, spoke, to_spoke, to_hub) = (hub?, spoke?, to_spoke?, to_hub?);

@@ -560,7 +560,7 @@ impl Ir {
                     t.version, t.group, t.plural
                 ));
             }
-            for (r, template) in &m.pod_controllers {
+            for (r, template) in m.pod_controllers.iter() {
                 out.push_str(&format!(
                     "\n    also the pod template of {} at {template}",
                     pattern(r)

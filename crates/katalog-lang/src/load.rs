@@ -10,6 +10,10 @@ use crate::document::{API_VERSION, KIND, KatalogDocument, Rule};
 use crate::error::{Diagnostic, Diagnostics, ErrorKind, did_you_mean};
 use crate::source::{DocPath, DocStep, Loc, Node, NodeKind, Source};
 
+mod decode;
+
+use decode::Mask;
+
 /// One loaded YAML document with its located tree.
 #[derive(Clone, Debug)]
 pub struct LoadedDocument {
@@ -172,11 +176,30 @@ impl Ctx<'_> {
         }
     }
 
+    /// Decode `node` (found at `at`, read with `mask`) as `T`, turning a
+    /// serde error into a located diagnostic.
+    pub(crate) fn decode_node<'a, T: serde::Deserialize<'a>>(
+        &mut self,
+        node: &'a Node,
+        mask: Mask<'a>,
+        at: &DocPath,
+    ) -> Option<T> {
+        match decode::decode(node, mask) {
+            Ok(t) => Some(t),
+            Err((below, e)) => {
+                let mut path = at.clone();
+                path.0.extend(below.0);
+                self.serde_error(&path, &e.to_string());
+                None
+            }
+        }
+    }
+
     fn serde_error(&mut self, path: &DocPath, message: &str) {
         if let Some(rest) = message.strip_prefix("unknown field `") {
             let name = rest.split('`').next().unwrap_or("");
             let expected = backticked(rest.split_once("expected").map_or("", |x| x.1));
-            let key_path = path.key(name);
+            let key_path = path.key(name.to_string());
             let at = if self.root.key_node(&key_path).is_some() {
                 key_path
             } else {
@@ -195,10 +218,14 @@ impl Ctx<'_> {
             let name = rest.split('`').next().unwrap_or("");
             let expected = backticked(rest.split_once("expected").map_or("", |x| x.1));
             // The path ends with the variant name when serde got that far.
-            let at = if path.0.last() == Some(&DocStep::Key(name.to_string())) {
+            let at = if path
+                .0
+                .last()
+                .is_some_and(|s| matches!(s, DocStep::Key(k) if *k == name))
+            {
                 path.clone()
             } else {
-                path.key(name)
+                path.key(name.to_string())
             };
             let what = if at
                 .0
@@ -268,50 +295,144 @@ type AdmissionRules = (
     Vec<(usize, crate::document::Validation)>,
     Vec<(usize, crate::document::Mutation)>,
 );
+/// A document's typed parts: the document, the kept rules' and resources'
+/// original indices, the admission rules.
+type Decoded = (KatalogDocument, RuleIndices, Vec<usize>, AdmissionRules);
 
-/// Take the list at `pointer` out of `value` and decode each element on its own.
-fn decode_each<T: DeserializeOwned>(
-    ctx: &mut Ctx,
-    value: &mut Value,
-    pointer: &str,
-    at: &DocPath,
-) -> Vec<(usize, T)> {
-    let Some(Value::Array(items)) = value.pointer_mut(pointer).map(std::mem::take) else {
-        if let Some(slot) = value.pointer_mut(pointer) {
-            *slot = Value::Array(Vec::new());
-        }
-        return Vec::new();
-    };
-    if let Some(slot) = value.pointer_mut(pointer) {
-        *slot = Value::Array(Vec::new());
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, item)| ctx.decode::<T>(item, &at.index(i)).map(|t| (i, t)))
-        .collect()
-}
-
-fn load_document(
-    source: &Source,
-    root: &Node,
-    diags: &mut Diagnostics,
-) -> Option<(KatalogDocument, RuleIndices, Vec<usize>, AdmissionRules)> {
+fn load_document(source: &Source, root: &Node, diags: &mut Diagnostics) -> Option<Decoded> {
     let mut ctx = Ctx {
         source,
         root,
         diags,
     };
     let top = DocPath::default();
-    let NodeKind::Map(_) = root.kind else {
+    if !header_ok(&mut ctx) {
+        return None;
+    }
+    let spec = decode::member(root, "spec").filter(|s| matches!(s.kind, NodeKind::Map(_)));
+    let resource_list = spec
+        .and_then(|s| decode::member(s, "resources"))
+        .and_then(|r| match &r.kind {
+            NodeKind::Seq(items) => Some(items),
+            _ => None,
+        });
+    let resources_at = top.key("spec").key("resources");
+    // Each rule is decoded (and reported) on its own.
+    let mut rules: Vec<(usize, String, Vec<Option<Rule>>)> = Vec::new();
+    let mut not_lists = Vec::new();
+    for (ri, resource) in resource_list.into_iter().flatten().enumerate() {
+        let Some(NodeKind::Map(conv)) = decode::member(resource, "conversion").map(|c| &c.kind)
+        else {
+            continue;
+        };
+        for (version, list) in decode::entries(conv) {
+            let base = resources_at
+                .index(ri)
+                .key("conversion")
+                .key(version.to_string());
+            let items = match &list.kind {
+                NodeKind::Seq(items) => items,
+                NodeKind::Null => continue,
+                _ => {
+                    not_a_list(&mut ctx, list);
+                    not_lists.push(ri);
+                    continue;
+                }
+            };
+            let decoded = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| ctx.decode_node::<Rule>(item, Mask::None, &base.index(i)))
+                .collect();
+            rules.push((ri, version.to_string(), decoded));
+        }
+    }
+    // Decode metadata and each resource on their own too, so a mistake in
+    // one does not hide the mistakes in the others.
+    let metadata = decode::member(root, "metadata")
+        .and_then(|m| ctx.decode_node(m, Mask::None, &top.key("metadata")));
+    let resources: Vec<Option<crate::document::Resource>> = resource_list
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, r)| {
+            let r = ctx.decode_node(r, Mask::Resource, &resources_at.index(i));
+            r.filter(|_| !not_lists.contains(&i))
+        })
+        .collect();
+    let admission = spec
+        .and_then(|s| decode::member(s, "admission"))
+        .filter(|a| matches!(a.kind, NodeKind::Map(_)));
+    let admission_at = top.key("spec").key("admission");
+    let validations = decode_each(&mut ctx, admission, &admission_at, "validations");
+    let mutations = decode_each(&mut ctx, admission, &admission_at, "mutations");
+    let placeholder = Node {
+        line: 0,
+        column: 0,
+        kind: NodeKind::Map(vec![(
+            Node {
+                line: 0,
+                column: 0,
+                kind: NodeKind::String("name".into()),
+                defined_at: None,
+            },
+            Node {
+                line: 0,
+                column: 0,
+                kind: NodeKind::String(String::new()),
+                defined_at: None,
+            },
+        )]),
+        defined_at: None,
+    };
+    let doc = ctx.decode_node::<KatalogDocument>(
+        root,
+        Mask::Document {
+            placeholder: &placeholder,
+        },
+        &top,
+    );
+    assemble(doc, metadata, resources, rules, (validations, mutations))
+}
+
+/// Decode each element of the list at `key` of `admission` on its own.
+fn decode_each<'a, T: serde::Deserialize<'a>>(
+    ctx: &mut Ctx,
+    admission: Option<&'a Node>,
+    at: &DocPath,
+    key: &'static str,
+) -> Vec<(usize, T)> {
+    let items = match admission
+        .and_then(|a| decode::member(a, key))
+        .map(|l| &l.kind)
+    {
+        Some(NodeKind::Seq(items)) => items.as_slice(),
+        _ => &[],
+    };
+    let at = at.key(key);
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            ctx.decode_node(item, Mask::None, &at.index(i))
+                .map(|t| (i, t))
+        })
+        .collect()
+}
+
+/// `apiVersion` and `kind` checked before anything else is decoded; false
+/// when the document is not a Katalog at all.
+fn header_ok(ctx: &mut Ctx) -> bool {
+    let top = DocPath::default();
+    let NodeKind::Map(_) = ctx.root.kind else {
         ctx.error(
             ErrorKind::Shape,
             &top,
             "a Katalog document must be a map with apiVersion, kind, metadata and spec".into(),
         );
-        return None;
+        return false;
     };
-    match root.get("apiVersion").map(Node::to_value) {
+    match ctx.root.get("apiVersion").map(Node::to_value) {
         Some(Value::String(v)) if v == API_VERSION => {}
         Some(v) => {
             ctx.error(
@@ -323,7 +444,7 @@ fn load_document(
         }
         None => {}
     }
-    match root.get("kind").map(Node::to_value) {
+    match ctx.root.get("kind").map(Node::to_value) {
         Some(Value::String(v)) if v == KIND => {}
         Some(v) => {
             ctx.error(
@@ -332,92 +453,42 @@ fn load_document(
                 format!("expected kind `{KIND}`, found {v}"),
             )
             .help = Some("only Katalog documents belong in a Katalog file or directory".into());
-            return None;
+            return false;
         }
         None => {}
     }
+    true
+}
 
-    // Take the rule lists out so each rule is decoded (and reported) on its own.
-    let mut value = root.to_value();
-    let mut rules: Vec<(usize, String, Vec<Option<Rule>>)> = Vec::new();
-    if let Some(resources) = value
-        .pointer_mut("/spec/resources")
-        .and_then(Value::as_array_mut)
-    {
-        for (ri, resource) in resources.iter_mut().enumerate() {
-            let Some(conv) = resource
-                .get_mut("conversion")
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            for (version, list) in conv.iter_mut() {
-                let Value::Array(items) = std::mem::take(list) else {
-                    // Leave non-lists for the typed decode to report.
-                    continue;
-                };
-                *list = Value::Array(Vec::new());
-                let base = top
-                    .key("spec")
-                    .key("resources")
-                    .index(ri)
-                    .key("conversion")
-                    .key(version.clone());
-                let decoded = items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, item)| ctx.decode::<Rule>(item, &base.index(i)))
-                    .collect();
-                rules.push((ri, version.clone(), decoded));
-            }
-        }
-    }
-    // Decode metadata and each resource on their own too, so a mistake in
-    // one does not hide the mistakes in the others.
-    let metadata = value
-        .get_mut("metadata")
-        .map(std::mem::take)
-        .and_then(|m| ctx.decode::<crate::document::Metadata>(m, &top.key("metadata")));
-    let resources: Vec<Option<crate::document::Resource>> =
-        match value.pointer_mut("/spec/resources").map(std::mem::take) {
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| ctx.decode(r, &top.key("spec").key("resources").index(i)))
-                .collect(),
-            Some(other) => {
-                // Put it back so the typed decode reports its shape.
-                if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
-                    spec.insert("resources".into(), other);
-                }
-                Vec::new()
-            }
-            None => Vec::new(),
-        };
-    if let Some(m) = value.as_object_mut() {
-        if m.contains_key("metadata") || metadata.is_some() {
-            m.insert("metadata".into(), serde_json::json!({"name": ""}));
-        }
-        if let Some(Value::Object(spec)) = m.get_mut("spec")
-            && spec.get("resources").is_none_or(Value::is_null)
-        {
-            spec.insert("resources".into(), Value::Array(Vec::new()));
-        }
-    }
-    let admission_at = top.key("spec").key("admission");
-    let validations = decode_each(
-        &mut ctx,
-        &mut value,
-        "/spec/admission/validations",
-        &admission_at.key("validations"),
+/// A `conversion.<version>` that is neither a list nor empty: reported at
+/// the value, by what it is.
+fn not_a_list(ctx: &mut Ctx, list: &Node) {
+    let message = match decode::decode::<Vec<serde::de::IgnoredAny>>(list, Mask::None) {
+        Ok(_) => return,
+        Err((_, e)) => e
+            .to_string()
+            .replace("invalid type: ", "wrong type: found "),
+    };
+    let loc = Loc {
+        file: ctx.source.name.clone(),
+        line: list.line,
+        column: list.column,
+    };
+    ctx.diags.push(
+        Diagnostic::new(ErrorKind::Shape, message)
+            .at(loc, Some(ctx.source))
+            .with_help("write the rules as a list: `- rename: {hub: a, spoke: b}`"),
     );
-    let mutations = decode_each(
-        &mut ctx,
-        &mut value,
-        "/spec/admission/mutations",
-        &admission_at.key("mutations"),
-    );
-    let doc = ctx.decode::<KatalogDocument>(value, &top);
+}
+
+/// The typed document with the parts decoded on their own put in.
+fn assemble(
+    doc: Option<KatalogDocument>,
+    metadata: Option<crate::document::Metadata>,
+    resources: Vec<Option<crate::document::Resource>>,
+    rules: Vec<(usize, String, Vec<Option<Rule>>)>,
+    admission: AdmissionRules,
+) -> Option<Decoded> {
     let mut doc = doc?;
     doc.metadata = metadata?;
     let resource_indices: Vec<usize> = (0..resources.len())
@@ -440,7 +511,7 @@ fn load_document(
             *slot = list;
         }
     }
-    Some((doc, indices, resource_indices, (validations, mutations)))
+    Some((doc, indices, resource_indices, admission))
 }
 
 /// A resource's `crd:` key: the CRD manifest file or directory it names,
@@ -501,4 +572,364 @@ fn references(loaded: &Loaded, every: bool) -> Vec<CrdReference> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document decoded the way it was before [`decode`]: the tree
+    /// turned into a `serde_json::Value`, the parts decoded on their own
+    /// taken out of it, then `serde_json`'s deserializer (kept as the
+    /// reference the new decode must agree with).
+    mod by_value {
+        use super::super::*;
+
+        /// Take the list at `pointer` out of `value` and decode each element on its own.
+        fn decode_each<T: DeserializeOwned>(
+            ctx: &mut Ctx,
+            value: &mut Value,
+            pointer: &str,
+            at: &DocPath,
+        ) -> Vec<(usize, T)> {
+            let Some(Value::Array(items)) = value.pointer_mut(pointer).map(std::mem::take) else {
+                if let Some(slot) = value.pointer_mut(pointer) {
+                    *slot = Value::Array(Vec::new());
+                }
+                return Vec::new();
+            };
+            if let Some(slot) = value.pointer_mut(pointer) {
+                *slot = Value::Array(Vec::new());
+            }
+            items
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, item)| ctx.decode::<T>(item, &at.index(i)).map(|t| (i, t)))
+                .collect()
+        }
+
+        pub(super) fn load_document(
+            source: &Source,
+            root: &Node,
+            diags: &mut Diagnostics,
+        ) -> Option<Decoded> {
+            let mut ctx = Ctx {
+                source,
+                root,
+                diags,
+            };
+            let top = DocPath::default();
+            if !header_ok(&mut ctx) {
+                return None;
+            }
+
+            // Take the rule lists out so each rule is decoded (and reported) on its own.
+            let mut value = root.to_value();
+            let mut rules: Vec<(usize, String, Vec<Option<Rule>>)> = Vec::new();
+            let mut not_lists = Vec::new();
+            if let Some(resources) = value
+                .pointer_mut("/spec/resources")
+                .and_then(Value::as_array_mut)
+            {
+                for (ri, resource) in resources.iter_mut().enumerate() {
+                    let Some(conv) = resource
+                        .get_mut("conversion")
+                        .and_then(Value::as_object_mut)
+                    else {
+                        continue;
+                    };
+                    for (version, list) in conv.iter_mut() {
+                        let items = match std::mem::take(list) {
+                            Value::Array(items) => items,
+                            Value::Null => continue,
+                            _ => {
+                                let node = ["spec", "resources", "conversion", version]
+                                    .iter()
+                                    .enumerate()
+                                    .try_fold(root, |node, (step, key)| match (step, &node.kind) {
+                                        (2, NodeKind::Seq(items)) => {
+                                            decode::member(items.get(ri)?, key)
+                                        }
+                                        _ => decode::member(node, key),
+                                    });
+                                if let Some(node) = node {
+                                    not_a_list(&mut ctx, node);
+                                }
+                                not_lists.push(ri);
+                                *list = Value::Array(Vec::new());
+                                continue;
+                            }
+                        };
+                        *list = Value::Array(Vec::new());
+                        let base = top
+                            .key("spec")
+                            .key("resources")
+                            .index(ri)
+                            .key("conversion")
+                            .key(version.clone());
+                        let decoded = items
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, item)| ctx.decode::<Rule>(item, &base.index(i)))
+                            .collect();
+                        rules.push((ri, version.clone(), decoded));
+                    }
+                }
+            }
+            // Decode metadata and each resource on their own too, so a mistake in
+            // one does not hide the mistakes in the others.
+            let metadata = value
+                .get_mut("metadata")
+                .map(std::mem::take)
+                .and_then(|m| ctx.decode::<crate::document::Metadata>(m, &top.key("metadata")));
+            let resources: Vec<Option<crate::document::Resource>> =
+                match value.pointer_mut("/spec/resources").map(std::mem::take) {
+                    Some(Value::Array(items)) => items
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            ctx.decode(r, &top.key("spec").key("resources").index(i))
+                                .filter(|_| !not_lists.contains(&i))
+                        })
+                        .collect(),
+                    Some(other) => {
+                        // Put it back so the typed decode reports its shape.
+                        if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+                            spec.insert("resources".into(), other);
+                        }
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                };
+            if let Some(m) = value.as_object_mut() {
+                if m.contains_key("metadata") || metadata.is_some() {
+                    m.insert("metadata".into(), serde_json::json!({"name": ""}));
+                }
+                if let Some(Value::Object(spec)) = m.get_mut("spec")
+                    && spec.get("resources").is_none_or(Value::is_null)
+                {
+                    spec.insert("resources".into(), Value::Array(Vec::new()));
+                }
+            }
+            let admission_at = top.key("spec").key("admission");
+            let validations = decode_each(
+                &mut ctx,
+                &mut value,
+                "/spec/admission/validations",
+                &admission_at.key("validations"),
+            );
+            let mutations = decode_each(
+                &mut ctx,
+                &mut value,
+                "/spec/admission/mutations",
+                &admission_at.key("mutations"),
+            );
+            let doc = ctx.decode::<KatalogDocument>(value, &top);
+            assemble(doc, metadata, resources, rules, (validations, mutations))
+        }
+    }
+
+    /// What loading one document gives, as text: the typed parts and the
+    /// diagnostics.
+    fn outcome(
+        load: fn(&Source, &Node, &mut Diagnostics) -> Option<Decoded>,
+        source: &Source,
+        root: &Node,
+    ) -> String {
+        let mut diags = Diagnostics::default();
+        let loaded = load(source, root, &mut diags);
+        format!("{loaded:#?}\n{diags:#?}")
+    }
+
+    /// The decode from the tree against the reference; `None` when they agree.
+    fn disagreement(source: &Source, root: &Node) -> Option<String> {
+        let new = outcome(load_document, source, root);
+        let old = outcome(by_value::load_document, source, root);
+        (new != old).then(|| format!("{}:\nfrom the tree:\n{new}\nby value:\n{old}", source.name))
+    }
+
+    fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                yaml_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Replace the `target`-th node (in document order, keys excluded) by
+    /// `with`; for a map node, `None` renames its first key and repeats its
+    /// last entry instead.
+    fn mutate(node: &mut Node, target: usize, seen: &mut usize, with: Option<&NodeKind>) -> bool {
+        if *seen == target {
+            match (with, &mut node.kind) {
+                (Some(kind), _) => node.kind = kind.clone(),
+                (None, NodeKind::Map(entries)) if !entries.is_empty() => {
+                    let last = entries[entries.len() - 1].clone();
+                    entries[0].0.kind = NodeKind::String("bogus".into());
+                    entries.push(last);
+                }
+                (None, NodeKind::Seq(items)) => items.push(Node {
+                    line: node.line,
+                    column: node.column,
+                    kind: NodeKind::Null,
+                    defined_at: None,
+                }),
+                (None, _) => {
+                    node.kind = NodeKind::Number(serde_json::Number::from_f64(1.5).unwrap())
+                }
+            }
+            return true;
+        }
+        *seen += 1;
+        match &mut node.kind {
+            NodeKind::Seq(items) => items.iter_mut().any(|n| mutate(n, target, seen, with)),
+            NodeKind::Map(entries) => entries
+                .iter_mut()
+                .any(|(_, v)| mutate(v, target, seen, with)),
+            _ => false,
+        }
+    }
+
+    fn count(node: &Node) -> usize {
+        1 + match &node.kind {
+            NodeKind::Seq(items) => items.iter().map(count).sum(),
+            NodeKind::Map(entries) => entries.iter().map(|(_, v)| count(v)).sum(),
+            _ => 0,
+        }
+    }
+
+    /// Every Katalog of the repository (the ones that fail to compile
+    /// included), and many broken variants of each: the decode from the
+    /// tree gives what decoding the `serde_json::Value` gave, the same
+    /// document and the same diagnostics at the same places.
+    #[test]
+    fn decoding_from_the_tree_agrees_with_decoding_the_value() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        yaml_files(&root, &mut files);
+        files.sort();
+        let replacements = [
+            Some(NodeKind::Null),
+            Some(NodeKind::String("x".into())),
+            Some(NodeKind::Number((-7).into())),
+            Some(NodeKind::Bool(true)),
+            Some(NodeKind::Seq(Vec::new())),
+            Some(NodeKind::Map(Vec::new())),
+            None,
+        ];
+        let mut katalogs = 0;
+        let mut variants = 0;
+        let mut wrong = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let source = Source::new(file.display().to_string(), text);
+            let Ok(roots) = read_yaml(&source) else {
+                continue;
+            };
+            for root in roots {
+                if root.get("kind").and_then(|k| match &k.kind {
+                    NodeKind::String(s) => Some(s.as_str()),
+                    _ => None,
+                }) != Some(KIND)
+                {
+                    continue;
+                }
+                katalogs += 1;
+                wrong.extend(disagreement(&source, &root));
+                let n = count(&root);
+                for target in (0..n).step_by(n / 40 + 1) {
+                    for with in &replacements {
+                        let mut variant = root.clone();
+                        if mutate(&mut variant, target, &mut 0, with.as_ref()) {
+                            variants += 1;
+                            wrong.extend(disagreement(&source, &variant));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(katalogs > 40, "found {katalogs} Katalogs");
+        assert!(variants > 5000, "made {variants} variants");
+        assert!(
+            wrong.is_empty(),
+            "{} disagreements:\n{}",
+            wrong.len(),
+            wrong.join("\n\n")
+        );
+    }
+
+    /// Documents written to hit the decode's corners.
+    #[test]
+    fn decoding_from_the_tree_agrees_on_the_corners() {
+        let head = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\n";
+        let res = "spec:\n  resources:\n    - {group: g.io, kind: W, plural: ws, hub: v1, versions: [v1, v2]";
+        let cases = [
+            format!("{head}spec: {{}}\n"),
+            format!("{head}spec: []\n"),
+            format!("{head}spec: {{resources: ~}}\n"),
+            format!("{head}spec: {{resources: x}}\n"),
+            format!("{head}spec: {{resources: [x, {{}}]}}\n"),
+            format!("{head}spec: {{admission: {{validations: x, mutations: ~}}}}\n"),
+            format!("{head}spec: {{admission: x}}\n"),
+            format!("{head}{res}, conversion: {{v2: x}}}}\n"),
+            format!("{head}{res}, conversion: {{v2: 1.5}}}}\n"),
+            format!("{head}{res}, conversion: {{v2: {{rename: x}}}}}}\n"),
+            format!("{head}{res}, conversion: {{v2: ~}}}}\n"),
+            format!("{head}{res}, conversion: {{v2: [rename, {{rename: {{hub: a}}}}, {{renme: 1}}, {{rename: {{}}, stash: {{}}}}, {{}}]}}}}\n"),
+            format!("{head}{res}, conversion: {{v2: [{{split: {{hub: a, spoke: 1}}}}, {{split: {{hub: a, spoke: {{x: 1}}}}}}]}}}}\n"),
+            format!("{head}{res}, conversion: x, scope: Galaxy}}\n"),
+            format!("{head}{res}, scope: [Cluster]}}\n"),
+            format!("{head}{res}, scope: {{Cluster: ~}}}}\n"),
+            format!("{head}{res}, scope: {{Cluster: 1}}}}\n"),
+            format!("{head}{res}, scope: {{Cluster: 1, Namespaced: 2}}}}\n"),
+            // `on` and `true` are two keys to the YAML reader, one in JSON.
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t, labels: {on: a, b: c, true: d}}\nspec: {}\n".to_string(),
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t, on: a, true: d}\nspec: {}\n".to_string(),
+            format!("{head}{res}, conversion: {{v2: [{{on: 1, true: 2}}, {{on: 1, true: 2, false: 3}}]}}}}\n"),
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nspec: {}\n".to_string(),
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: 1, x: 2}\nspec: {}\nextra: 1\n".to_string(),
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: []\nspec: {admission: {timeoutSeconds: 300, failurePolicy: fail, validations: [{name: a, resources: [v1/pods], check: {range: [1, 2, 3], minimum: x}}, {name: b, resources: v1/pods, check: {in: 1}, podControllers: [1]}, {name: c, resources: [v1/pods], check: {}, podControllers: maybe, quantifier: every}]}}\n".to_string(),
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: m}\nspec: {admission: {mutations: [{name: a, resources: [v1/pods], set: {path: a}}, {name: b, resources: [v1/pods], set: {path: a, value: ~}, jsonPatch: {}}, {name: c, resources: [v1/pods], match: {operations: [create], namespaces: {include: x}}}]}}\n".to_string(),
+        ];
+        let mut wrong = Vec::new();
+        for (i, text) in cases.iter().enumerate() {
+            let source = Source::new(format!("case-{i}.yaml"), text.as_str());
+            let roots = read_yaml(&source).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            for root in &roots {
+                wrong.extend(disagreement(&source, root));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} disagreements:\n{}",
+            wrong.len(),
+            wrong.join("\n\n")
+        );
+    }
+
+    /// A non-list under `conversion.<version>` says what it is, at the value.
+    #[test]
+    fn a_conversion_that_is_not_a_list_is_reported_at_the_value() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  resources:\n    - group: g.io\n      kind: W\n      plural: ws\n      hub: v1\n      versions: [v1, v2]\n      conversion:\n        v2: {rename: {hub: a, spoke: b}}\n";
+        let (_, diags) = load(&[Source::new("t.yaml", text)]);
+        let d = &diags.0[0];
+        assert_eq!(
+            (
+                d.message.as_str(),
+                d.loc.as_ref().map(|l| (l.line, l.column))
+            ),
+            ("wrong type: found map, expected a sequence", Some((12, 13)))
+        );
+        assert_eq!(diags.0.len(), 1, "{diags:?}");
+    }
 }

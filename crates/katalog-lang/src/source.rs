@@ -46,8 +46,71 @@ impl fmt::Display for Loc {
 /// One step into a document: a map key or a list index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DocStep {
-    Key(String),
+    Key(KeyText),
     Index(usize),
+}
+
+/// The text of a map key in a [`DocPath`]: the compiler builds a path for
+/// every place it may report, mostly of fixed keys (`spec`, `check`), so
+/// a path is copied without copying its keys.
+#[derive(Clone, Debug)]
+pub enum KeyText {
+    Fixed(&'static str),
+    Shared(Arc<str>),
+}
+
+impl std::ops::Deref for KeyText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            KeyText::Fixed(s) => s,
+            KeyText::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for KeyText {
+    fn eq(&self, other: &KeyText) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for KeyText {}
+
+impl PartialEq<str> for KeyText {
+    fn eq(&self, other: &str) -> bool {
+        &**self == other
+    }
+}
+
+impl PartialEq<&str> for KeyText {
+    fn eq(&self, other: &&str) -> bool {
+        &**self == *other
+    }
+}
+
+impl fmt::Display for KeyText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl From<&'static str> for KeyText {
+    fn from(s: &'static str) -> Self {
+        KeyText::Fixed(s)
+    }
+}
+
+impl From<String> for KeyText {
+    fn from(s: String) -> Self {
+        KeyText::Shared(s.into())
+    }
+}
+
+impl From<&String> for KeyText {
+    fn from(s: &String) -> Self {
+        KeyText::Shared(s.as_str().into())
+    }
 }
 
 /// A path into the YAML document (not a field path of a Kubernetes object).
@@ -55,14 +118,17 @@ pub enum DocStep {
 pub struct DocPath(pub Vec<DocStep>);
 
 impl DocPath {
-    pub fn key(&self, k: impl Into<String>) -> DocPath {
-        let mut v = self.0.clone();
-        v.push(DocStep::Key(k.into()));
-        DocPath(v)
+    pub fn key(&self, k: impl Into<KeyText>) -> DocPath {
+        self.then(DocStep::Key(k.into()))
     }
     pub fn index(&self, i: usize) -> DocPath {
-        let mut v = self.0.clone();
-        v.push(DocStep::Index(i));
+        self.then(DocStep::Index(i))
+    }
+    /// This path and one more step, in one allocation.
+    fn then(&self, step: DocStep) -> DocPath {
+        let mut v = Vec::with_capacity(self.0.len() + 1);
+        v.extend(self.0.iter().cloned());
+        v.push(step);
         DocPath(v)
     }
 }
@@ -142,7 +208,12 @@ impl Node {
         match &self.kind {
             NodeKind::Map(entries) => entries
                 .iter()
-                .find(|(k, _)| k.key_text() == key)
+                .find(|(k, _)| match &k.kind {
+                    // Every key the readers make is a string: compared
+                    // without a copy.
+                    NodeKind::String(s) => s == key,
+                    _ => k.key_text() == key,
+                })
                 .map(|(k, v)| (k, v)),
             _ => None,
         }
@@ -151,8 +222,12 @@ impl Node {
     /// Follow a document path as far as it goes; returns the deepest node
     /// reached and whether the whole path was found.
     pub fn walk(&self, path: &DocPath) -> (&Node, bool) {
+        self.walk_steps(&path.0)
+    }
+
+    fn walk_steps(&self, steps: &[DocStep]) -> (&Node, bool) {
         let mut cur = self;
-        for step in &path.0 {
+        for step in steps {
             let next = match (step, &cur.kind) {
                 (DocStep::Key(k), NodeKind::Map(_)) => cur.get(k),
                 (DocStep::Index(i), NodeKind::Seq(items)) => items.get(*i),
@@ -171,7 +246,7 @@ impl Node {
     pub fn key_node(&self, path: &DocPath) -> Option<&Node> {
         let (last, parent) = path.0.split_last()?;
         let DocStep::Key(k) = last else { return None };
-        let (parent_node, found) = self.walk(&DocPath(parent.to_vec()));
+        let (parent_node, found) = self.walk_steps(parent);
         if !found {
             return None;
         }

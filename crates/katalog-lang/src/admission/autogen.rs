@@ -9,6 +9,9 @@
 //! in the view maps back by prefixing the template path; mutations write the
 //! view's `metadata` and `spec` back into the template.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::input::AdmissionInput;
@@ -51,6 +54,14 @@ fn names_pods(resources: &[ResourcePattern]) -> bool {
     })
 }
 
+/// The pod controllers of a rule, with where their pod template lives.
+pub type Controllers = Arc<[(ResourcePattern, Path)]>;
+
+/// The controller lists of one compile, each distinct one built once: the
+/// rules of a Katalog on `v1/pods` mostly apply to the same controllers.
+#[derive(Debug, Default)]
+pub struct SharedControllers(HashMap<u8, Controllers>);
+
 /// The controllers a rule applies to: none unless it matches the Pod main
 /// resource; `setting` limits them; a controller the rule names itself is
 /// left to the rule (it sees the raw object there). `Err` names an unknown kind.
@@ -58,10 +69,11 @@ pub fn controllers_for(
     resources: &[ResourcePattern],
     subresources: &[String],
     setting: Option<&PodControllers>,
-) -> Result<Vec<(ResourcePattern, Path)>, String> {
-    let wanted: Option<Vec<String>> = match setting {
+    shared: &mut SharedControllers,
+) -> Result<Controllers, String> {
+    let wanted: Option<&[String]> = match setting {
         None | Some(PodControllers::Enabled(true)) => None,
-        Some(PodControllers::Enabled(false)) => return Ok(vec![]),
+        Some(PodControllers::Enabled(false)) => Some(&[]),
         Some(PodControllers::Kinds(kinds)) => {
             for k in kinds {
                 if !CONTROLLERS.iter().any(|(kind, ..)| kind == k) {
@@ -72,30 +84,41 @@ pub fn controllers_for(
                     ));
                 }
             }
-            Some(kinds.clone())
+            Some(kinds)
         }
     };
     // Only a rule on the Pod itself (no subresource, or `""` among them)
     // applies to pod templates.
     let main_resource = subresources.is_empty() || subresources.iter().any(String::is_empty);
-    if !names_pods(resources) || !main_resource {
-        return Ok(vec![]);
-    }
-    Ok(CONTROLLERS
+    let applies = names_pods(resources) && main_resource;
+    // Bit i: the i-th of CONTROLLERS.
+    let selected = CONTROLLERS
         .iter()
-        .filter(|(kind, ..)| wanted.as_ref().is_none_or(|w| w.iter().any(|k| k == kind)))
-        .filter(|(_, g, v, r, _)| !resources.iter().any(|p| p.matches(g, v, r)))
-        .map(|(_, g, v, r, t)| {
-            (
-                ResourcePattern {
-                    group: Some(g.to_string()),
-                    version: Some(v.to_string()),
-                    resource: Some(r.to_string()),
-                },
-                template_path(t),
-            )
+        .enumerate()
+        .filter(|(_, (kind, g, v, r, _))| {
+            applies
+                && wanted.is_none_or(|w| w.iter().any(|k| k == kind))
+                && !resources.iter().any(|p| p.matches(g, v, r))
         })
-        .collect())
+        .fold(0u8, |bits, (i, _)| bits | 1 << i);
+    let built = shared.0.entry(selected).or_insert_with(|| {
+        CONTROLLERS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| selected & 1 << i != 0)
+            .map(|(_, (_, g, v, r, t))| {
+                (
+                    ResourcePattern {
+                        group: Some(g.to_string()),
+                        version: Some(v.to_string()),
+                        resource: Some(r.to_string()),
+                    },
+                    template_path(t),
+                )
+            })
+            .collect()
+    });
+    Ok(Arc::clone(built))
 }
 
 /// A request on a pod controller, seen as a request on a Pod.

@@ -32,6 +32,7 @@ struct Ctx<'a> {
     /// against the schema of each at the rule's version).
     targets: Vec<super::DeclaredTarget>,
     patterns: &'a mut crate::syntax::Patterns,
+    controllers: &'a mut super::autogen::SharedControllers,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -340,6 +341,7 @@ pub fn compile(
     let mut wide_restricted = Vec::new();
     let mut strict = false;
     let mut patterns = crate::syntax::Patterns::default();
+    let mut controllers = super::autogen::SharedControllers::default();
     for doc in &loaded.documents {
         let mut ctx = Ctx {
             doc,
@@ -354,6 +356,7 @@ pub fn compile(
             schemas,
             targets: Vec::new(),
             patterns: &mut patterns,
+            controllers: &mut controllers,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -715,7 +718,12 @@ fn matcher(
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
-    match super::autogen::controllers_for(&ir.resources, subresources, pod_controllers) {
+    match super::autogen::controllers_for(
+        &ir.resources,
+        subresources,
+        pod_controllers,
+        ctx.controllers,
+    ) {
         Ok(c) => ir.pod_controllers = c,
         Err(e) => {
             ctx.error(&at.key("podControllers"), ErrorKind::Invalid, e);
@@ -1210,7 +1218,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         ctx.error(at, ErrorKind::Shape, "a mutation does one of `default`, `set`, `remove`, `append`, `jsonPatch`, `mergePatch`, `defaults` (label and annotation edits may go with it)");
         return None;
     }
-    let path_of = |ctx: &mut Ctx, text: &str, key: &str| -> Option<Path> {
+    let path_of = |ctx: &mut Ctx, text: &str, key: &'static str| -> Option<Path> {
         let p = ctx.path(text, &at.key(key).key("path"))?;
         if p.is_root() {
             ctx.error(

@@ -7,7 +7,7 @@
 //! group (`apps/v1/pods`), an unknown group, a version the group does not
 //! serve. `*` matches anything.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -216,6 +216,9 @@ pub fn unmatchable_resources(loaded: &Loaded) -> Vec<Diagnostic> {
         }
     }
     let mut out = Vec::new();
+    // The problem of each distinct pattern, found once: a Katalog's rules
+    // mostly name the same few resources.
+    let mut problems: HashMap<&str, Option<(String, Option<String>)>> = HashMap::new();
     for doc in &loaded.documents {
         let admission = DocPath::default().key("spec").key("admission");
         let rules = doc
@@ -242,7 +245,10 @@ pub fn unmatchable_resources(loaded: &Loaded) -> Vec<Diagnostic> {
                 fn part(s: &str) -> Option<&str> {
                     (s != "*").then_some(s)
                 }
-                if let Some((message, help)) = problem(&known, part(g), part(v), part(r)) {
+                let found = problems
+                    .entry(text.as_str())
+                    .or_insert_with(|| problem(&known, part(g), part(v), part(r)));
+                if let Some((message, help)) = found.clone() {
                     let mut d = Diagnostic::new(ErrorKind::UnknownResource, message)
                         .at(doc.locate(&at.key("resources").index(j)), Some(&doc.source))
                         .warning();

@@ -119,7 +119,7 @@ pub struct MatchIr {
     /// `v1/pods` also applies to, on a pod view of the template; empty for
     /// other rules. Not part of `resources`: the rule never sees the raw
     /// controller object.
-    pub pod_controllers: Vec<(ResourcePattern, Path)>,
+    pub pod_controllers: autogen::Controllers,
 }
 
 impl MatchIr {

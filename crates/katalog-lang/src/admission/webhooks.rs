@@ -131,7 +131,7 @@ fn registered(ir: &Ir, m: &MatchIr, implied: &[&str]) -> Vec<WebhookRule> {
     let ops = names(&m.operations);
     let mut out = BTreeSet::new();
     let controller_ops = names(&m.pod_controller_operations());
-    for (r, _) in &m.pod_controllers {
+    for (r, _) in m.pod_controllers.iter() {
         out.insert(WebhookRule {
             group: part(&r.group),
             version: part(&r.version),

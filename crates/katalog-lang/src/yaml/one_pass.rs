@@ -102,10 +102,40 @@ struct Open {
     anchor: usize,
     /// A map's key waiting for its value.
     key: Option<Node>,
-    /// A map's keys so far, as written and as resolved.
-    keys: HashSet<String>,
+    /// A map's keys written otherwise than they resolve (`yes`, `0x10`);
+    /// the others are the keys of its entries.
+    written: Vec<String>,
+    /// A large map's keys so far, as written and as resolved (a small
+    /// map's are compared one by one, without a copy).
+    keys: Option<HashSet<String>>,
     /// A map's plain keys that may read as numbers.
     numeric_keys: usize,
+}
+
+/// Up to this many keys, a map's keys are compared one by one.
+const SMALL_MAP: usize = 24;
+
+impl Open {
+    fn entries(&self) -> usize {
+        match &self.node.kind {
+            NodeKind::Map(entries) => entries.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether a key so far was written or resolves as `key`.
+    fn has_key(&self, key: &str) -> bool {
+        if let Some(keys) = &self.keys {
+            return keys.contains(key);
+        }
+        let NodeKind::Map(entries) = &self.node.kind else {
+            return false;
+        };
+        entries
+            .iter()
+            .any(|(k, _)| matches!(&k.kind, NodeKind::String(s) if s == key))
+            || self.written.iter().any(|w| w == key)
+    }
 }
 
 struct Reader {
@@ -215,7 +245,8 @@ impl Reader {
             },
             anchor,
             key: None,
-            keys: HashSet::new(),
+            written: Vec::new(),
+            keys: None,
             numeric_keys: 0,
         });
         self.counts.depth = self.counts.depth.max(self.open.len());
@@ -258,10 +289,30 @@ impl Reader {
             }
             _ => value.to_string(),
         };
-        if !open.keys.insert(value.to_string())
-            || (text != value && !open.keys.insert(text.clone()))
-        {
+        if open.has_key(value) || (text != value && open.has_key(&text)) {
             return None;
+        }
+        if text != value {
+            open.written.push(value.to_string());
+        }
+        let grown = open.written.len() + open.entries() >= SMALL_MAP;
+        match &mut open.keys {
+            Some(keys) => {
+                keys.insert(value.to_string());
+                keys.insert(text.clone());
+            }
+            None if grown => {
+                let mut keys: HashSet<String> = open.written.iter().cloned().collect();
+                if let NodeKind::Map(entries) = &open.node.kind {
+                    keys.extend(entries.iter().filter_map(|(k, _)| match &k.kind {
+                        NodeKind::String(s) => Some(s.clone()),
+                        _ => None,
+                    }));
+                }
+                keys.insert(text.clone());
+                open.keys = Some(keys);
+            }
+            None => {}
         }
         Some(Node {
             line,
@@ -479,6 +530,23 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    }
+
+    #[test]
+    fn repeated_keys_of_large_maps_are_left_to_the_careful_path() {
+        let keys: String = (0..40).map(|i| format!("k{i}: {i}\n")).collect();
+        assert_eq!(agrees(&keys), Ok(true));
+        for repeated in ["k3: x\n", "k39: x\n", "'k0': x\n"] {
+            assert_eq!(
+                agrees(&format!("{keys}{repeated}")),
+                Ok(false),
+                "{repeated}"
+            );
+        }
+        let on = format!("on: 1\n{keys}true: 2\n");
+        assert_eq!(agrees(&on), Ok(false));
+        let on = format!("{keys}on: 1\ntrue: 2\n");
+        assert_eq!(agrees(&on), Ok(false));
     }
 
     #[test]
