@@ -208,6 +208,25 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             "[[1], [2, 3]] == [[1], [2.0, 3u]] && {'a': 1} == {'a': 1.0}",
             json!(true),
         ),
+        // Optional chains followed in one go.
+        (
+            "object.spec.containers[?0].?securityContext.?capabilities.?add[?1].orValue('none')",
+            json!("CHOWN"),
+        ),
+        (
+            "object.spec.?containers[?1].?securityContext.?privileged.orValue(false)",
+            json!(false),
+        ),
+        ("[1, 2][?5].orValue(0) + [1, 2][?1].orValue(0)", json!(2)),
+        (
+            "[object.spec.?hostNetwork.hasValue(), object.?spec.?hostPID.hasValue()]",
+            json!([true, false]),
+        ),
+        (
+            "{'a': object.spec.?nodeName}.?a.hasValue() && !{'a': 1}.?b.hasValue()",
+            json!(true),
+        ),
+        ("object.spec[?'volumes'][?0].?name.orValue('')", json!("v")),
     ];
     for (expr, want) in answered {
         let (got, native) = both(expr, &vars);
@@ -227,6 +246,10 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
         "1 < 1.5",
         "[1, 'a'].sort()",
         "object.spec.containers.map(c, c.nope)",
+        "object.spec.?containers.?x.orValue(1)",
+        "object.spec.?containers[?'a'].hasValue()",
+        "{'a': object.spec.?nodeName}.?a.?b.orValue(1)",
+        "object.spec.?hostNetwork.?x.orValue(1)",
     ];
     for expr in given_back {
         let (_, native) = both(expr, &vars);

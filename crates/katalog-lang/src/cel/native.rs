@@ -47,7 +47,7 @@ use serde_json::{Map as JsonMap, Number, Value as Json};
 use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE};
 
 /// The fields of a map of variables (`variables`), each converted once.
-pub(super) type Fields = BTreeMap<String, CelValue>;
+pub(super) type Fields<'a> = BTreeMap<String, CelValue<'a>>;
 
 /// The calls this evaluator implements: name, whether it has a receiver
 /// (`x.f()`), and the number of arguments. Names are as the parent module's
@@ -151,7 +151,8 @@ pub(super) enum V<'a> {
     /// A map literal's entries: string keys, each once.
     Map(Rc<Vec<(String, V<'a>)>>),
     JMap(&'a JsonMap<String, Json>),
-    Fields(&'a Fields),
+    /// A map of variables ([`CelValue`] holds its [`Fields`]).
+    Fields(CelValue<'a>),
     Opt(Option<Rc<V<'a>>>),
 }
 
@@ -170,15 +171,21 @@ impl<'a> V<'a> {
         }
     }
 
-    pub(super) fn from_cel_value(value: &'a CelValue) -> Option<V<'a>> {
-        if value.depth() > MAX_VALUE_DEPTH {
-            // The interpreter cannot bind it: let it say why.
-            return None;
+    /// [`V::from_json`] of a copy: nothing borrowed.
+    pub(super) fn owned(json: &Json) -> V<'static> {
+        match json {
+            Json::Null => V::Null,
+            Json::Bool(b) => V::Bool(*b),
+            Json::Number(n) => number(n),
+            Json::String(s) => V::Str(Cow::Owned(s.clone())),
+            Json::Array(items) => V::List(Rc::new(items.iter().map(V::owned).collect())),
+            Json::Object(fields) => V::Map(Rc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), V::owned(v)))
+                    .collect(),
+            )),
         }
-        Some(match value.fields() {
-            Some(fields) => V::Fields(fields),
-            None => V::from_json(value.json()?),
-        })
     }
 
     fn as_list(&self) -> Option<List<'_, 'a>> {
@@ -205,7 +212,7 @@ impl<'a> V<'a> {
         match self {
             V::Map(entries) => Some(entries.len()),
             V::JMap(fields) => Some(fields.len()),
-            V::Fields(fields) => Some(fields.len()),
+            V::Fields(value) => Some(value.fields()?.len()),
             _ => None,
         }
     }
@@ -219,8 +226,8 @@ impl<'a> V<'a> {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone()),
             V::JMap(fields) => crate::json::member(fields, key).map(V::from_json),
-            V::Fields(fields) => match fields.get(key) {
-                Some(value) => Some(V::from_cel_value(value)?),
+            V::Fields(value) => match value.fields()?.get(key) {
+                Some(field) => Some(field.native()?),
                 None => None,
             },
             _ => return None,
@@ -235,13 +242,17 @@ impl<'a> V<'a> {
                 .map(|(k, _)| V::Str(Cow::Owned(k.clone())))
                 .collect(),
             V::JMap(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
-            V::Fields(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
+            V::Fields(value) => value
+                .fields()?
+                .keys()
+                .map(|k| V::Str(Cow::Owned(k.clone())))
+                .collect(),
             _ => return None,
         })
     }
 }
 
-fn number(n: &Number) -> V<'_> {
+fn number<'a>(n: &Number) -> V<'a> {
     if let Some(i) = n.as_i64() {
         V::Int(i)
     } else if let Some(u) = n.as_u64() {
@@ -284,14 +295,14 @@ impl<'a> List<'_, 'a> {
 
 /// The variables in scope: the comprehension variables on top of the
 /// expression's bindings.
-pub(super) struct Env<'a> {
-    vars: Vec<(&'a str, V<'a>)>,
+pub(super) struct Env<'n, 'a> {
+    vars: Vec<(&'n str, V<'a>)>,
 }
 
-impl<'a> Env<'a> {
+impl<'n, 'a> Env<'n, 'a> {
     /// An environment with `bound` in scope; a later binding of a name hides
     /// an earlier one.
-    pub(super) fn new(bound: Vec<(&'a str, V<'a>)>) -> Env<'a> {
+    pub(super) fn new(bound: Vec<(&'n str, V<'a>)>) -> Env<'n, 'a> {
         Env { vars: bound }
     }
 
@@ -305,7 +316,7 @@ impl<'a> Env<'a> {
 }
 
 /// Evaluates `expr`, or gives up (see the module docs).
-pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
+pub(super) fn eval<'n, 'a: 'n>(expr: &'a IdedExpr, env: &mut Env<'n, 'a>) -> Option<V<'a>> {
     match &expr.expr {
         Expr::Literal(literal) => Some(match literal {
             LiteralValue::Null => V::Null,
@@ -400,6 +411,16 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
                     V::Bool(false) => eval(b, env),
                     _ => None,
                 },
+                // `x.?a.?b.orValue(d)`, `x.?a.hasValue()`: the chain is
+                // followed without an optional value made at each step.
+                (Some(target), [fallback]) if name == "orValue" && is_opt_index(target) => {
+                    let found = eval_opt(target, env)?;
+                    let fallback = eval(fallback, env)?;
+                    Some(found.unwrap_or(fallback))
+                }
+                (Some(target), []) if name == "hasValue" && is_opt_index(target) => {
+                    Some(V::Bool(eval_opt(target, env)?.is_some()))
+                }
                 (target, args) => {
                     let target = match target {
                         Some(t) => Some(eval(t, env)?),
@@ -421,12 +442,44 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
     }
 }
 
+/// Whether `expr` is `x[?k]` (or `x.?k`, which `prepare` makes one).
+fn is_opt_index(expr: &IdedExpr) -> bool {
+    matches!(&expr.expr, Expr::Call(call)
+        if call.target.is_none() && call.args.len() == 2 && call.func_name == operators::OPT_INDEX)
+}
+
+/// An `x[?k]` (see [`is_opt_index`]) as [`index`] gives it, the optional
+/// unwrapped: `Some(None)` for an empty one.
+fn eval_opt<'n, 'a: 'n>(expr: &'a IdedExpr, env: &mut Env<'n, 'a>) -> Option<Option<V<'a>>> {
+    let Expr::Call(call) = &expr.expr else {
+        return None;
+    };
+    let [operand, key] = call.args.as_slice() else {
+        return None;
+    };
+    // `index` takes one optional layer off its container.
+    let container = if is_opt_index(operand) {
+        match eval_opt(operand, env)? {
+            Some(v) => v,
+            None => return Some(None),
+        }
+    } else {
+        match eval(operand, env)? {
+            V::Opt(None) => return Some(None),
+            V::Opt(Some(inner)) => Rc::unwrap_or_clone(inner),
+            other => other,
+        }
+    };
+    let key = eval(key, env)?;
+    lookup(container, key)
+}
+
 /// The loop of a comprehension whose accumulator is bound on top of `env`.
-fn comprehension<'a>(
+fn comprehension<'n, 'a: 'n>(
     c: &'a kube_cel::cel::common::ast::ComprehensionExpr,
     items: Vec<V<'a>>,
     append: Option<Append<'a>>,
-    env: &mut Env<'a>,
+    env: &mut Env<'n, 'a>,
 ) -> Option<V<'a>> {
     let accu_at = env.vars.len() - 1;
     for item in items {
@@ -760,20 +813,26 @@ fn index<'a>(container: V<'a>, key: V<'a>, optional: bool) -> Option<V<'a>> {
         V::Opt(Some(inner)) => (Rc::unwrap_or_clone(inner), true),
         other => (other, optional),
     };
-    let found = if container.is_map() {
-        container.map_get(key.as_str()?)?
-    } else {
-        let list = container.as_list()?;
-        match key {
-            V::Int(i) => usize::try_from(i).ok().and_then(|i| list.get(i)),
-            _ => return None,
-        }
-    };
+    let found = lookup(container, key)?;
     match (found, optional) {
         (Some(v), false) => Some(v),
         (Some(v), true) => Some(V::Opt(Some(Rc::new(v)))),
         (None, true) => Some(V::Opt(None)),
         (None, false) => None,
+    }
+}
+
+/// `container[key]`: `Some(None)` where a map has no such key or a list no
+/// such index.
+fn lookup<'a>(container: V<'a>, key: V<'a>) -> Option<Option<V<'a>>> {
+    if container.is_map() {
+        container.map_get(key.as_str()?)
+    } else {
+        let list = container.as_list()?;
+        match key {
+            V::Int(i) => Some(usize::try_from(i).ok().and_then(|i| list.get(i))),
+            _ => None,
+        }
     }
 }
 
@@ -913,6 +972,68 @@ pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
         V::Opt(Some(inner)) => to_json(inner, depth + 1)?,
         V::Opt(None) => Json::Null,
     })
+}
+
+/// Items of the largest list or map and the nesting depth of
+/// `to_json(value, depth)`'s JSON (as the parent module's `shape` gives
+/// them), without building it; `None` exactly where [`to_json`] fails,
+/// except for a map of variables, which it does not walk.
+pub(super) fn result_shape(value: &V<'_>, depth: usize) -> Option<(u64, usize)> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    match value {
+        V::Null | V::Bool(_) | V::Int(_) | V::Uint(_) | V::Str(_) | V::Opt(None) => Some((0, 0)),
+        V::Double(d) => Number::from_f64(*d).map(|_| (0, 0)),
+        V::List(items) => of_items(
+            items.len(),
+            items.iter().map(|item| result_shape(item, depth + 1)),
+        ),
+        V::JList(items) => of_items(
+            items.len(),
+            items.iter().map(|item| json_shape(item, depth + 1)),
+        ),
+        V::Map(entries) => of_items(
+            entries.len(),
+            entries.iter().map(|(_, v)| result_shape(v, depth + 1)),
+        ),
+        V::JMap(fields) => of_items(
+            fields.len(),
+            fields.values().map(|v| json_shape(v, depth + 1)),
+        ),
+        V::Fields(_) => None,
+        V::Opt(Some(inner)) => result_shape(inner, depth + 1),
+    }
+}
+
+/// [`result_shape`] of JSON read from a bound value.
+fn json_shape(json: &Json, depth: usize) -> Option<(u64, usize)> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    match json {
+        Json::Array(items) => of_items(
+            items.len(),
+            items.iter().map(|item| json_shape(item, depth + 1)),
+        ),
+        Json::Object(fields) => of_items(
+            fields.len(),
+            fields.values().map(|v| json_shape(v, depth + 1)),
+        ),
+        _ => Some((0, 0)),
+    }
+}
+
+/// The shape of a list or map of `len` items from its items' shapes.
+fn of_items(len: usize, items: impl Iterator<Item = Option<(u64, usize)>>) -> Option<(u64, usize)> {
+    let mut largest = u64::try_from(len).unwrap_or(u64::MAX);
+    let mut deepest = 0;
+    for item in items {
+        let (l, d) = item?;
+        largest = largest.max(l);
+        deepest = deepest.max(d + 1);
+    }
+    Some((largest, deepest))
 }
 
 /// A JSON value as it comes back through CEL: the same, object keys sorted.
