@@ -270,6 +270,8 @@ struct Compiled {
     field_uses: Vec<(String, Option<Vec<String>>)>,
     /// Whether [`native`] can evaluate the expression (it is tried first).
     native: bool,
+    /// What each call is, for [`native`] (by node id).
+    calls: Vec<native::Func>,
     /// [`estimate`] as a [`cost_polynomial`].
     cost: Vec<u64>,
 }
@@ -429,7 +431,8 @@ impl CelProgram {
         walk_identifiers(&ast, &mut Vec::new(), &mut reads);
         let mut field_uses = Vec::new();
         walk_field_uses(&ast, &mut field_uses);
-        let native = native::supported(&ast);
+        let calls = native::calls(&ast);
+        let native = native::supported(&ast) && calls.is_some();
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -438,6 +441,7 @@ impl CelProgram {
                 reads,
                 field_uses,
                 native,
+                calls: calls.unwrap_or_default(),
                 cost: polynomial,
             }),
         })
@@ -629,7 +633,10 @@ impl CelProgram {
         let vars = bound
             .map(|(name, value)| Some((name, value?)))
             .collect::<Option<Vec<_>>>()?;
-        native::eval(&self.inner.ast, &mut native::Env::new(vars))
+        native::eval(
+            &self.inner.ast,
+            &mut native::Env::new(vars, &self.inner.calls),
+        )
     }
 
     fn native_shared<'n, 'a: 'n>(

@@ -125,7 +125,10 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             ],
             "initContainers": [{"name": "i", "image": "x", "securityContext": {"runAsUser": 0}}],
             "volumes": [{"name": "v", "hostPath": {"path": "/"}}],
-            "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}
+            "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]},
+            "nodeSelector": {"zone": "a", "n": [1, 2]},
+            "overhead": {"zone": "a", "n": [1, 2.0]},
+            "tolerations": [{"key": "k"}, {"key": "k"}, {"key": "j"}]
         }
     });
     let vars = [("object", &pod)];
@@ -227,6 +230,23 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             json!(true),
         ),
         ("object.spec[?'volumes'][?0].?name.orValue('')", json!("v")),
+        // Maps and lists compared: the same JSON, equal JSON, other JSON.
+        (
+            "object.spec.containers.map(c, object.spec.containers.indexOf(c))",
+            json!([0, 1]),
+        ),
+        (
+            "object.spec.tolerations.map(t, object.spec.tolerations.indexOf(t))",
+            json!([0, 0, 2]),
+        ),
+        (
+            "[object.spec.nodeSelector == object.spec.overhead, object.metadata == object.metadata, \
+              object.spec.containers == object.spec.containers, object.spec.containers[0] == object.spec.containers[1], \
+              object.spec.containers[1] == {'name': 'd', 'image': 'busybox'}, \
+              object.spec.containers[1] in object.spec.initContainers, \
+              object.spec.nodeSelector == {'zone': 'a', 'n': [1u, 2]}, object.spec.nodeSelector == {'zone': 'a'}, object.spec.tolerations[0] == object.spec.tolerations[2]]",
+            json!([true, true, true, false, true, false, true, false, false]),
+        ),
     ];
     for (expr, want) in answered {
         let (got, native) = both(expr, &vars);
