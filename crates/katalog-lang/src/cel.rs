@@ -59,7 +59,8 @@ use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::rc::Rc;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
@@ -269,6 +270,8 @@ struct Compiled {
     field_uses: Vec<(String, Option<Vec<String>>)>,
     /// Whether [`native`] can evaluate the expression (it is tried first).
     native: bool,
+    /// What each call is, for [`native`] (by node id).
+    calls: Vec<native::Func>,
     /// [`estimate`] as a [`cost_polynomial`].
     cost: Vec<u64>,
 }
@@ -428,7 +431,8 @@ impl CelProgram {
         walk_identifiers(&ast, &mut Vec::new(), &mut reads);
         let mut field_uses = Vec::new();
         walk_field_uses(&ast, &mut field_uses);
-        let native = native::supported(&ast);
+        let calls = native::calls(&ast);
+        let native = native::supported(&ast) && calls.is_some();
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -437,6 +441,7 @@ impl CelProgram {
                 reads,
                 field_uses,
                 native,
+                calls: calls.unwrap_or_default(),
                 cost: polynomial,
             }),
         })
@@ -576,10 +581,10 @@ impl CelProgram {
     /// converted at all; it must be part of a value in `shared` (the
     /// `self` of a check on the bound object), so that neither a conversion
     /// error nor the cost estimate can depend on it.
-    pub fn eval_shared(
-        &self,
-        shared: &CelBindings<'_>,
-        vars: &[(&str, CelArg<'_>)],
+    pub fn eval_shared<'a>(
+        &'a self,
+        shared: &CelBindings<'a>,
+        vars: &[(&str, CelArg<'_, 'a>)],
     ) -> Result<Json, CelError> {
         self.precheck_shared(shared, vars)?;
         let answer = self
@@ -593,21 +598,32 @@ impl CelProgram {
     }
 
     /// [`eval_shared`](Self::eval_shared), the result ready to be bound
-    /// again (as a variable); its JSON is [`CelValue::as_json`].
-    pub fn eval_shared_value(
-        &self,
-        shared: &CelBindings<'_>,
-        vars: &[(&str, CelArg<'_>)],
-    ) -> Result<CelValue, CelError> {
-        self.eval_shared(shared, vars)
+    /// again (as a variable); its JSON is [`CelValue::as_json`]. A result of
+    /// [`native`] is kept as it is, borrowing what it read: a later
+    /// expression reads it without a conversion to JSON and back.
+    pub fn eval_shared_value<'a>(
+        &'a self,
+        shared: &CelBindings<'a>,
+        vars: &[(&str, CelArg<'_, 'a>)],
+    ) -> Result<CelValue<'a>, CelError> {
+        self.precheck_shared(shared, vars)?;
+        let answer = self
+            .native_shared(shared, vars)
+            .and_then(CelValue::from_native);
+        if let Some(value) = self.tally(answer) {
+            return Ok(value);
+        }
+        let value = self.interpret_shared(shared, vars)?;
+        cel_to_json(&value, 0)
             .map(CelValue::from_owned_json)
+            .map_err(|reason| self.eval_error(reason))
     }
 
     /// Runs the expression on [`native`], when it can: `bound` in order (a
     /// `None` value: one the interpreter cannot bind).
-    fn native<'a>(
+    fn native<'n, 'a: 'n>(
         &'a self,
-        bound: impl Iterator<Item = (&'a str, Option<native::V<'a>>)>,
+        bound: impl Iterator<Item = (&'n str, Option<native::V<'a>>)>,
     ) -> Option<native::V<'a>> {
         if !self.inner.native || NATIVE_OFF.get() {
             return None;
@@ -617,13 +633,16 @@ impl CelProgram {
         let vars = bound
             .map(|(name, value)| Some((name, value?)))
             .collect::<Option<Vec<_>>>()?;
-        native::eval(&self.inner.ast, &mut native::Env::new(vars))
+        native::eval(
+            &self.inner.ast,
+            &mut native::Env::new(vars, &self.inner.calls),
+        )
     }
 
-    fn native_shared<'a>(
+    fn native_shared<'n, 'a: 'n>(
         &'a self,
-        shared: &'a CelBindings<'_>,
-        vars: &'a [(&str, CelArg<'_>)],
+        shared: &'n CelBindings<'a>,
+        vars: &'n [(&str, CelArg<'_, 'a>)],
     ) -> Option<native::V<'a>> {
         let bound = shared
             .vars
@@ -631,8 +650,9 @@ impl CelProgram {
             .map(|(name, json)| (name.as_str(), Some(native::V::from_json(json))))
             .chain(vars.iter().map(|(name, arg)| {
                 let value = match arg {
-                    CelArg::Value(v) => native::V::from_cel_value(v),
+                    CelArg::Value(v) => v.native(),
                     CelArg::Part(json) => Some(native::V::from_json(json)),
+                    CelArg::Copied(json) => Some(native::V::owned(json)),
                 };
                 (*name, value)
             }));
@@ -671,13 +691,15 @@ impl CelProgram {
     fn precheck_shared(
         &self,
         shared: &CelBindings<'_>,
-        vars: &[(&str, CelArg<'_>)],
+        vars: &[(&str, CelArg<'_, '_>)],
     ) -> Result<(), CelError> {
         self.check_budget(|| {
             vars.iter()
                 .filter_map(|(name, arg)| match arg {
                     CelArg::Value(v) => Some(v.largest()),
-                    CelArg::Part(json) => self.reads(name).then(|| largest_collection(json)),
+                    CelArg::Part(json) | CelArg::Copied(json) => {
+                        self.reads(name).then(|| largest_collection(json))
+                    }
                 })
                 .fold(shared.largest, u64::max)
         })?;
@@ -714,7 +736,7 @@ impl CelProgram {
     fn interpret_shared(
         &self,
         shared: &CelBindings<'_>,
-        vars: &[(&str, CelArg<'_>)],
+        vars: &[(&str, CelArg<'_, '_>)],
     ) -> Result<Value, CelError> {
         let base = shared.ctx().map_err(|(name, reason)| {
             self.eval_error(EvalFailure::Variable {
@@ -739,8 +761,8 @@ impl CelProgram {
                         .map(|map| Value::Map(Map { map: Arc::new(map) })),
                     (None, _, _) => v.cel().clone(),
                 },
-                CelArg::Part(_) if !self.reads(name) => continue,
-                CelArg::Part(json) => json_to_cel(json, 0),
+                CelArg::Part(_) | CelArg::Copied(_) if !self.reads(name) => continue,
+                CelArg::Part(json) | CelArg::Copied(json) => json_to_cel(json, 0),
             }
             .map_err(|reason| {
                 self.eval_error(EvalFailure::Variable {
@@ -874,18 +896,25 @@ fn shape(value: &Json) -> (u64, usize) {
     (u64::try_from(largest).unwrap_or(u64::MAX), depth)
 }
 
-/// A JSON value converted to CEL once, to be bound in many evaluations;
-/// cheap to clone. It keeps the JSON (or, for a map of variables, each
-/// variable) and converts to the interpreter's values only when the
-/// interpreter needs them: [`native`] reads the JSON.
+/// A value to be bound in many evaluations; cheap to clone. It is either
+/// JSON (converted to [`native`]'s values, and to the interpreter's, only
+/// when an evaluation needs them), a result of [`native`] kept as it is (a
+/// variable's list of containers stays borrowed from the request; its JSON
+/// is built only when asked for), or a map of variables, each converted
+/// once. `'a` is how long the values such a result borrows live: the
+/// bound JSON and the program.
 #[derive(Clone, Debug)]
-pub struct CelValue(Arc<ValueData>);
+pub struct CelValue<'a>(Rc<ValueData<'a>>);
 
 #[derive(Clone, Debug)]
-struct ValueData {
-    kind: ValueKind,
+struct ValueData<'a> {
+    kind: ValueKind<'a>,
     /// The interpreter's value, converted on first use.
-    cel: OnceLock<Result<Value, ValueError>>,
+    cel: OnceCell<Result<Value, ValueError>>,
+    /// The JSON of a [`ValueKind::Native`] value, built on first use.
+    json: OnceCell<Json>,
+    /// [`native`]'s value of a [`ValueKind::Json`] value, built on first use.
+    owned: OnceCell<native::V<'static>>,
     /// Items of the largest list or map in it (for the cost estimate).
     largest: u64,
     /// Nesting depth: beyond `MAX_VALUE_DEPTH` it cannot be converted.
@@ -893,22 +922,32 @@ struct ValueData {
 }
 
 #[derive(Clone, Debug)]
-enum ValueKind {
+enum ValueKind<'a> {
     Json(Json),
+    /// A result of [`native`], whose JSON [`native::to_json`] gives (it is
+    /// kept only where that conversion succeeds).
+    Native(native::V<'a>),
     /// A map of variables, each converted once.
-    Fields(native::Fields),
+    Fields(native::Fields<'a>),
     /// A value that cannot be converted, and why.
     Failed(ValueError),
 }
 
-impl CelValue {
-    pub fn from_json(json: &Json) -> CelValue {
+impl<'a> CelValue<'a> {
+    pub fn from_json(json: &Json) -> CelValue<'a> {
         CelValue::from_owned_json(json.clone())
     }
 
-    pub fn from_owned_json(json: Json) -> CelValue {
+    pub fn from_owned_json(json: Json) -> CelValue<'a> {
         let (largest, depth) = shape(&json);
         CelValue::new(ValueKind::Json(json), largest, depth)
+    }
+
+    /// A result of [`native`], as `CelValue::from_owned_json` of its JSON
+    /// would be; `None` where that JSON cannot be made.
+    fn from_native(value: native::V<'a>) -> Option<CelValue<'a>> {
+        let (largest, depth) = native::result_shape(&value, 0)?;
+        Some(CelValue::new(ValueKind::Native(value), largest, depth))
     }
 
     /// The JSON value (`null` for a map of variables, which is never a
@@ -918,10 +957,12 @@ impl CelValue {
         self.json().unwrap_or(&NULL)
     }
 
-    fn new(kind: ValueKind, largest: u64, depth: usize) -> CelValue {
-        CelValue(Arc::new(ValueData {
+    fn new(kind: ValueKind<'a>, largest: u64, depth: usize) -> CelValue<'a> {
+        CelValue(Rc::new(ValueData {
             kind,
-            cel: OnceLock::new(),
+            cel: OnceCell::new(),
+            json: OnceCell::new(),
+            owned: OnceCell::new(),
             largest,
             depth,
         }))
@@ -936,7 +977,7 @@ impl CelValue {
         self.0.depth
     }
 
-    fn fields(&self) -> Option<&native::Fields> {
+    fn fields(&self) -> Option<&native::Fields<'a>> {
         match &self.0.kind {
             ValueKind::Fields(fields) => Some(fields),
             _ => None,
@@ -946,8 +987,28 @@ impl CelValue {
     fn json(&self) -> Option<&Json> {
         match &self.0.kind {
             ValueKind::Json(json) => Some(json),
+            // `from_native` kept it only where the conversion succeeds.
+            ValueKind::Native(v) => Some(
+                self.0
+                    .json
+                    .get_or_init(|| native::to_json(v, 0).unwrap_or(Json::Null)),
+            ),
             _ => None,
         }
+    }
+
+    /// [`native`]'s value (`None`: one too deep for the interpreter).
+    fn native(&self) -> Option<native::V<'a>> {
+        if self.depth() > MAX_VALUE_DEPTH {
+            // The interpreter cannot bind it: let it say why.
+            return None;
+        }
+        Some(match &self.0.kind {
+            ValueKind::Native(v) => v.clone(),
+            ValueKind::Fields(_) => native::V::Fields(self.clone()),
+            ValueKind::Json(json) => self.0.owned.get_or_init(|| native::V::owned(json)).clone(),
+            ValueKind::Failed(_) => return None,
+        })
     }
 
     /// Why the value cannot be converted, if it cannot.
@@ -956,14 +1017,14 @@ impl CelValue {
             ValueKind::Failed(e) => Some(e.clone()),
             _ if self.0.depth > MAX_VALUE_DEPTH => Some(ValueError::ValueTooDeep),
             ValueKind::Fields(fields) => fields.values().find_map(CelValue::failure),
-            ValueKind::Json(_) => None,
+            ValueKind::Json(_) | ValueKind::Native(_) => None,
         }
     }
 
     /// The interpreter's value.
     fn cel(&self) -> &Result<Value, ValueError> {
         self.0.cel.get_or_init(|| match &self.0.kind {
-            ValueKind::Json(json) => json_to_cel(json, 0),
+            ValueKind::Json(_) | ValueKind::Native(_) => json_to_cel(self.as_json(), 0),
             ValueKind::Fields(fields) => fields
                 .iter()
                 .map(|(k, v)| Ok((Key::String(Arc::new(k.clone())), v.cel().clone()?)))
@@ -974,13 +1035,13 @@ impl CelValue {
     }
 
     /// An empty map (the `variables` of a Katalog without variables).
-    pub fn empty_map() -> CelValue {
+    pub fn empty_map() -> CelValue<'a> {
         CelValue::new(ValueKind::Fields(native::Fields::new()), 0, 0)
     }
 
     /// [`with_field`](Self::with_field) in place: the other fields are not
     /// copied when this value is not shared.
-    pub fn set_field(&mut self, name: &str, value: &CelValue) {
+    pub fn set_field(&mut self, name: &str, value: &CelValue<'a>) {
         if !matches!(self.0.kind, ValueKind::Fields(_))
             || self.failure().is_some()
             || value.failure().is_some()
@@ -988,25 +1049,25 @@ impl CelValue {
             *self = self.with_field(name, value);
             return;
         }
-        let data = Arc::make_mut(&mut self.0);
+        let data = Rc::make_mut(&mut self.0);
         if let ValueKind::Fields(fields) = &mut data.kind {
             fields.insert(name.to_owned(), value.clone());
             (data.largest, data.depth) = summary(fields);
         }
-        data.cel = OnceLock::new();
+        data.cel = OnceCell::new();
     }
 
     /// This map with `name` set to `value`: the same CEL value as the JSON
     /// object with the field added. An unconvertible field makes the whole
     /// map unconvertible, as it does in JSON.
-    pub fn with_field(&self, name: &str, value: &CelValue) -> CelValue {
+    pub fn with_field(&self, name: &str, value: &CelValue<'a>) -> CelValue<'a> {
         let mut fields = match &self.0.kind {
             ValueKind::Fields(fields) => fields.clone(),
             ValueKind::Json(Json::Object(object)) => object
                 .iter()
                 .map(|(k, v)| (k.clone(), CelValue::from_json(v)))
                 .collect(),
-            ValueKind::Json(_) => {
+            ValueKind::Json(_) | ValueKind::Native(_) => {
                 return CelValue::new(ValueKind::Failed(ValueError::NotAMap), 0, 0);
             }
             ValueKind::Failed(e) => {
@@ -1026,7 +1087,7 @@ impl CelValue {
 /// [`shape`] of a map of variables: its own size counts, and each field's
 /// largest collection; it converts as deep as its deepest field (the map is
 /// built from the fields' converted values).
-fn summary(fields: &native::Fields) -> (u64, usize) {
+fn summary(fields: &native::Fields<'_>) -> (u64, usize) {
     let largest = fields
         .values()
         .map(CelValue::largest)
@@ -1035,14 +1096,17 @@ fn summary(fields: &native::Fields) -> (u64, usize) {
     (largest, depth)
 }
 
-/// A value bound for one evaluation.
+/// A value bound for one evaluation; `'a`: what a result may borrow.
 #[derive(Clone, Copy, Debug)]
-pub enum CelArg<'a> {
+pub enum CelArg<'r, 'a> {
     /// Converted already.
-    Value(&'a CelValue),
+    Value(&'r CelValue<'a>),
     /// A part of a value bound in the shared [`CelBindings`] (`self`,
     /// `element`): converted only when the expression reads it.
     Part(&'a Json),
+    /// A small value made for this evaluation (`elementIndex`): like
+    /// `Part`, copied where an evaluation reads it.
+    Copied(&'r Json),
 }
 
 /// Values bound once for many evaluations (an admission request's `object`,
@@ -2791,6 +2855,69 @@ mod tests {
         }
         let program = CelProgram::compile("variables.n").unwrap();
         assert!(!program.reads("self") && program.reads_only(&["variables"]));
+    }
+
+    /// A result kept as the evaluator gave it (`eval_shared_value`) is the
+    /// value the interpreter's result is: the same JSON, the same largest
+    /// collection and depth, and read by later expressions the same way.
+    #[test]
+    fn a_kept_result_is_the_interpreters_result() {
+        let object = json!({
+            "spec": {"containers": [{"name": "a", "ports": [1, 2, 3], "x": 1.5}, {"name": "b"}]},
+            "metadata": {"labels": {"b": "2", "a": "1"}}
+        });
+        let shared = CelBindings::new(&[("object", &object)]);
+        let definitions = [
+            ("list", "object.spec.containers"),
+            ("names", "object.spec.containers.map(c, c.name)"),
+            ("map", "{'b': [1.5, 2u, -1], 'a': object.metadata.labels}"),
+            ("labels", "object.metadata.labels"),
+            ("some", "[?object.spec.?containers[?0].?ports]"),
+            ("first", "variables.list[0]"),
+            ("nested", "[variables.map, [variables.names]]"),
+        ];
+        let readers = [
+            "variables.list.filter(c, has(c.ports)).map(c, c.name)",
+            "variables.names.join(',') + string(size(variables.list))",
+            "variables.map.a.b + variables.labels.a",
+            "variables.map == {'a': {'a': '1', 'b': '2'}, 'b': [1.5, 2, -1.0]}",
+            "variables.some[0].all(p, p > 0) && variables.first.x == 1.5",
+            "variables.nested[1][0] == variables.names",
+            "variables.labels.all(k, k in variables.map.a)",
+            "variables",
+        ];
+        let programs: Vec<CelProgram> = definitions
+            .iter()
+            .map(|(_, expr)| CelProgram::compile(expr).unwrap())
+            .collect();
+        let mut kept = CelValue::empty_map();
+        let mut reference = CelValue::empty_map();
+        for ((name, expr), program) in definitions.into_iter().zip(&programs) {
+            let before = native_tally();
+            let value = program
+                .eval_shared_value(&shared, &[("variables", CelArg::Value(&kept))])
+                .unwrap();
+            assert!(native_tally().native > before.native, "{expr}: kept");
+            let want = interpreter_only(|| {
+                program.eval_shared_value(&shared, &[("variables", CelArg::Value(&reference))])
+            })
+            .unwrap();
+            assert_eq!(value.as_json(), want.as_json(), "{expr}");
+            assert_eq!(value.largest(), want.largest(), "{expr}");
+            assert_eq!(value.depth(), want.depth(), "{expr}");
+            assert_eq!(value.cel(), want.cel(), "{expr}");
+            kept.set_field(name, &value);
+            reference.set_field(name, &want);
+        }
+        assert_eq!(kept.largest(), reference.largest());
+        for expr in readers {
+            let program = CelProgram::compile(expr).unwrap();
+            let got = program.eval_shared(&shared, &[("variables", CelArg::Value(&kept))]);
+            let want = interpreter_only(|| {
+                program.eval_shared(&shared, &[("variables", CelArg::Value(&reference))])
+            });
+            assert_eq!(got, want, "{expr}");
+        }
     }
 
     #[test]

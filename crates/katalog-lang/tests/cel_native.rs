@@ -125,7 +125,10 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             ],
             "initContainers": [{"name": "i", "image": "x", "securityContext": {"runAsUser": 0}}],
             "volumes": [{"name": "v", "hostPath": {"path": "/"}}],
-            "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}
+            "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]},
+            "nodeSelector": {"zone": "a", "n": [1, 2]},
+            "overhead": {"zone": "a", "n": [1, 2.0]},
+            "tolerations": [{"key": "k"}, {"key": "k"}, {"key": "j"}]
         }
     });
     let vars = [("object", &pod)];
@@ -208,6 +211,42 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             "[[1], [2, 3]] == [[1], [2.0, 3u]] && {'a': 1} == {'a': 1.0}",
             json!(true),
         ),
+        // Optional chains followed in one go.
+        (
+            "object.spec.containers[?0].?securityContext.?capabilities.?add[?1].orValue('none')",
+            json!("CHOWN"),
+        ),
+        (
+            "object.spec.?containers[?1].?securityContext.?privileged.orValue(false)",
+            json!(false),
+        ),
+        ("[1, 2][?5].orValue(0) + [1, 2][?1].orValue(0)", json!(2)),
+        (
+            "[object.spec.?hostNetwork.hasValue(), object.?spec.?hostPID.hasValue()]",
+            json!([true, false]),
+        ),
+        (
+            "{'a': object.spec.?nodeName}.?a.hasValue() && !{'a': 1}.?b.hasValue()",
+            json!(true),
+        ),
+        ("object.spec[?'volumes'][?0].?name.orValue('')", json!("v")),
+        // Maps and lists compared: the same JSON, equal JSON, other JSON.
+        (
+            "object.spec.containers.map(c, object.spec.containers.indexOf(c))",
+            json!([0, 1]),
+        ),
+        (
+            "object.spec.tolerations.map(t, object.spec.tolerations.indexOf(t))",
+            json!([0, 0, 2]),
+        ),
+        (
+            "[object.spec.nodeSelector == object.spec.overhead, object.metadata == object.metadata, \
+              object.spec.containers == object.spec.containers, object.spec.containers[0] == object.spec.containers[1], \
+              object.spec.containers[1] == {'name': 'd', 'image': 'busybox'}, \
+              object.spec.containers[1] in object.spec.initContainers, \
+              object.spec.nodeSelector == {'zone': 'a', 'n': [1u, 2]}, object.spec.nodeSelector == {'zone': 'a'}, object.spec.tolerations[0] == object.spec.tolerations[2]]",
+            json!([true, true, true, false, true, false, true, false, false]),
+        ),
     ];
     for (expr, want) in answered {
         let (got, native) = both(expr, &vars);
@@ -227,6 +266,10 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
         "1 < 1.5",
         "[1, 'a'].sort()",
         "object.spec.containers.map(c, c.nope)",
+        "object.spec.?containers.?x.orValue(1)",
+        "object.spec.?containers[?'a'].hasValue()",
+        "{'a': object.spec.?nodeName}.?a.?b.orValue(1)",
+        "object.spec.?hostNetwork.?x.orValue(1)",
     ];
     for expr in given_back {
         let (_, native) = both(expr, &vars);

@@ -264,7 +264,7 @@ fn validate_all(
             views.push((version, view));
         }
     }
-    let mut view_vars: Vec<Option<Vars<'_>>> = views.iter().map(|_| None).collect();
+    let mut view_vars: Vec<Option<Vars<'_, '_>>> = views.iter().map(|_| None).collect();
     for (i, v) in adm.validations.iter().enumerate() {
         if !picked(i) {
             continue;
@@ -317,27 +317,27 @@ fn validate_all(
 /// `oldObject`, `request` and `namespaceObject` (read in place, converted
 /// for cel's interpreter once, when an expression first needs it), and the
 /// Katalog-wide variables; shared by every rule and every `forEach` element
-/// that sees the request.
+/// that sees the request. Variables are kept as the evaluator gave them,
+/// borrowing the request and the programs (`'i`).
 struct Activation<'i> {
     bindings: CelBindings<'i>,
-    variables: CelValue,
+    variables: CelValue<'i>,
     /// Katalog-wide variables that failed to evaluate, with why; only rules
     /// that use one of them fail.
     failed: Vec<(String, EvalError)>,
     /// Results of the expressions that read nothing but the request (the
     /// same `match` condition or `containers` variable in many rules), by
     /// source: evaluated once per request.
-    #[allow(clippy::type_complexity)]
-    request_only: RefCell<Vec<RequestOnly>>,
+    request_only: RefCell<Vec<RequestOnly<'i>>>,
 }
 
 /// An expression that reads only the request, evaluated once: the same
 /// source (rules repeat their `match` conditions and variables) with the
 /// same largest collection for its cost estimate gives the same result.
-struct RequestOnly {
+struct RequestOnly<'i> {
     program: CelProgram,
     largest: u64,
-    result: Result<CelValue, CelError>,
+    result: Result<CelValue<'i>, CelError>,
 }
 
 /// The identifiers an expression may read for its result to be the same
@@ -346,7 +346,7 @@ const REQUEST_ONLY: [&str; 4] = ["object", "oldObject", "request", "namespaceObj
 
 static NULL: Value = Value::Null;
 
-impl Activation<'_> {
+impl<'i> Activation<'i> {
     /// What CEL sees of `input`: read in place, converted for cel's
     /// interpreter only when an expression needs it.
     fn bindings(input: &AdmissionInput) -> CelBindings<'_> {
@@ -361,86 +361,134 @@ impl Activation<'_> {
         ])
     }
 
-    /// Evaluate `prog` with `self` (a value the rule checks), `element` and
-    /// `elementIndex` (in `forEach`), and the variables (`local`: the
-    /// Katalog-wide ones plus a rule's own); `pick` takes the result as JSON
-    /// or as CEL.
-    fn eval<T>(
-        &self,
-        prog: &CelProgram,
-        this: Option<&Value>,
-        element: Option<&(&Value, Value)>,
-        local: Option<&CelValue>,
-        pick: impl Fn(&CelValue) -> T,
-    ) -> Result<T, EvalError> {
-        if let Some((name, e)) = self
+    /// The error of a failed Katalog-wide variable `prog` reads, if any.
+    fn failed_variable(&self, prog: &CelProgram) -> Result<(), EvalError> {
+        match self
             .failed
             .iter()
             .find(|(name, _)| uses_variable(prog.source(), name))
         {
-            return Err(EvalError::Variable {
+            Some((name, e)) => Err(EvalError::Variable {
                 name: name.clone(),
                 reason: Box::new(e.clone()),
-            });
+            }),
+            None => Ok(()),
         }
-        let variables = local.unwrap_or(&self.variables);
-        let request_only = prog.reads_only(&REQUEST_ONLY);
-        // The cost estimate of an expression that iterates counts every
-        // bound value, the variables it does not read included.
+    }
+
+    /// Whether `prog` reads only the request, and the largest collection
+    /// its cost estimate counts (every bound value, the variables it does
+    /// not read included).
+    fn request_only(prog: &CelProgram, variables: &CelValue<'_>) -> (bool, u64) {
         let largest = if prog.iterates() {
             variables.largest()
         } else {
             0
         };
-        if request_only
-            && let Some(found) = self
-                .request_only
-                .borrow()
-                .iter()
-                .find(|r| r.largest == largest && r.program.source() == prog.source())
-        {
-            // As evaluating it again would: past the deadline, it fails.
-            prog.check_deadline()?;
-            return found
+        (prog.reads_only(&REQUEST_ONLY), largest)
+    }
+
+    /// The result of a request-only `prog` evaluated before, if it was.
+    fn cached<T>(
+        &self,
+        prog: &CelProgram,
+        largest: u64,
+        pick: impl FnOnce(&CelValue<'i>) -> T,
+    ) -> Option<Result<T, EvalError>> {
+        let cache = self.request_only.borrow();
+        let found = cache
+            .iter()
+            .find(|r| r.largest == largest && r.program.source() == prog.source())?;
+        // As evaluating it again would: past the deadline, it fails.
+        if let Err(e) = prog.check_deadline() {
+            return Some(Err(e.into()));
+        }
+        Some(
+            found
                 .result
                 .as_ref()
                 .map(pick)
-                .map_err(|e| EvalError::Cel(e.clone()));
+                .map_err(|e| EvalError::Cel(e.clone())),
+        )
+    }
+
+    fn remember(&self, prog: &CelProgram, largest: u64, result: Result<CelValue<'i>, CelError>) {
+        self.request_only.borrow_mut().push(RequestOnly {
+            program: prog.clone(),
+            largest,
+            result,
+        });
+    }
+
+    /// The value of a variable `prog` with the variables `local` (the
+    /// Katalog-wide ones plus a rule's own), ready to be bound again.
+    fn eval_value(
+        &self,
+        prog: &'i CelProgram,
+        local: Option<&CelValue<'i>>,
+    ) -> Result<CelValue<'i>, EvalError> {
+        self.failed_variable(prog)?;
+        let variables = local.unwrap_or(&self.variables);
+        let (request_only, largest) = Self::request_only(prog, variables);
+        if request_only && let Some(found) = self.cached(prog, largest, CelValue::clone) {
+            return found;
         }
-        let mut args: Vec<(&str, CelArg<'_>)> = vec![("variables", CelArg::Value(variables))];
+        let out =
+            prog.eval_shared_value(&self.bindings, &[("variables", CelArg::Value(variables))]);
+        let picked = out.clone().map_err(EvalError::Cel);
+        if request_only {
+            self.remember(prog, largest, out);
+        }
+        picked
+    }
+
+    /// Evaluate `prog` with `self` (a value the rule checks), `element` and
+    /// `elementIndex` (in `forEach`), and the variables (`local`: the
+    /// Katalog-wide ones plus a rule's own).
+    fn eval(
+        &self,
+        prog: &CelProgram,
+        this: Option<&Value>,
+        element: Option<&(&Value, Value)>,
+        local: Option<&CelValue<'_>>,
+    ) -> Result<Value, EvalError> {
+        self.failed_variable(prog)?;
+        let variables = local.unwrap_or(&self.variables);
+        let (request_only, largest) = Self::request_only(prog, variables);
+        if request_only && let Some(found) = self.cached(prog, largest, |v| v.as_json().clone()) {
+            return found;
+        }
+        let mut args: Vec<(&str, CelArg<'_, '_>)> = vec![("variables", CelArg::Value(variables))];
         if let Some(s) = this {
             args.push(("self", CelArg::Part(s)));
         }
         if let Some((element, index)) = element {
             args.push(("element", CelArg::Part(element)));
-            args.push(("elementIndex", CelArg::Part(index)));
+            args.push(("elementIndex", CelArg::Copied(index)));
         }
-        let out = prog.eval_shared_value(&self.bindings, &args);
-        let picked = out
-            .as_ref()
-            .map(&pick)
-            .map_err(|e| EvalError::Cel(e.clone()));
+        let out = prog.eval_shared(&self.bindings, &args);
         if request_only {
-            self.request_only.borrow_mut().push(RequestOnly {
-                program: prog.clone(),
+            self.remember(
+                prog,
                 largest,
-                result: out,
-            });
+                out.as_ref().map(CelValue::from_json).map_err(Clone::clone),
+            );
         }
-        picked
+        out.map_err(EvalError::Cel)
     }
 }
 
-/// The CEL activation a rule runs with, and where it looks.
+/// The CEL activation a rule runs with, and where it looks; `'e`: the
+/// object its `forEach` element is read from.
 #[derive(Clone)]
-struct Vars<'i> {
+struct Vars<'i, 'e> {
     activation: Rc<Activation<'i>>,
     /// Shown before every path in messages (the pod template, for autogen).
     shown_at: Path,
     /// Rule paths are relative to this (the element, in `forEach`).
     base: Path,
     /// `element` and `elementIndex`, in `forEach`.
-    element: Option<(&'i Value, Value)>,
+    element: Option<(&'e Value, Value)>,
 }
 
 /// Whether a CEL expression reads `variables.NAME`.
@@ -454,8 +502,8 @@ fn uses_variable(source: &str, name: &str) -> bool {
     })
 }
 
-impl<'i> Vars<'i> {
-    fn new(adm: &AdmissionIr, input: &'i AdmissionInput) -> Self {
+impl<'i, 'e> Vars<'i, 'e> {
+    fn new(adm: &'i AdmissionIr, input: &'i AdmissionInput) -> Self {
         let mut activation = Activation {
             bindings: Activation::bindings(input),
             variables: CelValue::empty_map(),
@@ -463,7 +511,7 @@ impl<'i> Vars<'i> {
             request_only: RefCell::new(Vec::new()),
         };
         for (name, prog) in &adm.variables {
-            match activation.eval(prog, None, None, None, CelValue::clone) {
+            match activation.eval_value(prog, None) {
                 Ok(v) => activation.variables.set_field(name, &v),
                 Err(e) => activation.failed.push((name.clone(), e)),
             }
@@ -480,28 +528,24 @@ impl<'i> Vars<'i> {
         &self,
         prog: &CelProgram,
         this: Option<&Value>,
-        local: Option<&CelValue>,
+        local: Option<&CelValue<'_>>,
     ) -> Result<Value, EvalError> {
         self.activation
-            .eval(prog, this, self.element.as_ref(), local, |v| {
-                v.as_json().clone()
-            })
+            .eval(prog, this, self.element.as_ref(), local)
     }
 
-    /// The Katalog-wide variables plus a rule's own.
-    fn with_locals(&self, locals: &[(String, CelProgram)]) -> Result<Option<CelValue>, EvalError> {
+    /// The Katalog-wide variables plus a rule's own. A rule's variables are
+    /// evaluated before its `forEach`: they see no `element`.
+    fn with_locals(
+        &self,
+        locals: &'i [(String, CelProgram)],
+    ) -> Result<Option<CelValue<'i>>, EvalError> {
         if locals.is_empty() {
             return Ok(None);
         }
         let mut vars = self.activation.variables.clone();
         for (name, prog) in locals {
-            let v = self.activation.eval(
-                prog,
-                None,
-                self.element.as_ref(),
-                Some(&vars),
-                CelValue::clone,
-            )?;
+            let v = self.activation.eval_value(prog, Some(&vars))?;
             vars.set_field(name, &v);
         }
         Ok(Some(vars))
@@ -677,7 +721,7 @@ fn run_check(
     paths: &[Path],
     input: &AdmissionInput,
     vars: &Vars,
-    locals: Option<&CelValue>,
+    locals: Option<&CelValue<'_>>,
 ) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
     let null = Value::Null;
@@ -957,7 +1001,7 @@ fn value_violations(
     at: &dyn std::fmt::Display,
     v: &Value,
     vars: &Vars,
-    locals: Option<&CelValue>,
+    locals: Option<&CelValue<'_>>,
 ) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
     if let Some(want) = &check.equals
@@ -1102,9 +1146,9 @@ fn of_declared_kind(ir: &Ir, input: &AdmissionInput) -> bool {
 }
 
 fn validate<'i>(
-    Rule { v, implied }: Rule<'_>,
+    Rule { v, implied }: Rule<'i>,
     input: &'i AdmissionInput,
-    vars: &Vars<'i>,
+    vars: &Vars<'i, 'i>,
     verdict: &mut Verdict,
     pod_view: bool,
 ) {
@@ -1185,11 +1229,11 @@ fn validate<'i>(
 
 /// The elements of a `forEach` that meet its `when`, each with the scope its
 /// rule runs in and how a message names it (`spec.containers[1] (name: sidecar)`).
-fn for_each_scopes<'i>(
+fn for_each_scopes<'i, 'e>(
     each: &ForEachIr,
-    input: &'i AdmissionInput,
-    vars: &Vars<'i>,
-) -> Result<Vec<(Vars<'i>, String)>, EvalError> {
+    input: &'e AdmissionInput,
+    vars: &Vars<'i, 'e>,
+) -> Result<Vec<(Vars<'i, 'e>, String)>, EvalError> {
     let object = subject(input).unwrap_or(&NULL);
     let mut out = Vec::new();
     for list in &each.lists {
@@ -1222,7 +1266,7 @@ fn violation_message(
     v: &ValidationIr,
     vars: &Vars,
     violations: Vec<String>,
-    locals: Option<&CelValue>,
+    locals: Option<&CelValue<'_>>,
 ) -> String {
     let custom = match &v.message_expression {
         Some(prog) => match vars.eval(prog, None, locals) {
@@ -1345,7 +1389,7 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
 fn run_mutation<'i>(
     m: &MutationIr,
     input: &'i AdmissionInput,
-    vars: &Vars<'i>,
+    vars: &Vars<'i, 'i>,
     obj: &mut Value,
     verdict: &mut Verdict,
     pod_view: bool,

@@ -47,56 +47,174 @@ use serde_json::{Map as JsonMap, Number, Value as Json};
 use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE};
 
 /// The fields of a map of variables (`variables`), each converted once.
-pub(super) type Fields = BTreeMap<String, CelValue>;
+pub(super) type Fields<'a> = BTreeMap<String, CelValue<'a>>;
 
 /// The calls this evaluator implements: name, whether it has a receiver
-/// (`x.f()`), and the number of arguments. Names are as the parent module's
-/// `prepare` leaves them (`==` is [`EQ_FUNCTION`], `x.?f` is `_[?_]`).
-const FUNCTIONS: &[(&str, bool, usize)] = &[
-    (operators::LOGICAL_AND, false, 2),
-    (operators::LOGICAL_OR, false, 2),
-    (operators::LOGICAL_NOT, false, 1),
-    (operators::CONDITIONAL, false, 3),
-    (operators::NOT_STRICTLY_FALSE, false, 1),
-    (operators::NEGATE, false, 1),
-    (operators::ADD, false, 2),
-    (operators::SUBSTRACT, false, 2),
-    (operators::MULTIPLY, false, 2),
-    (operators::DIVIDE, false, 2),
-    (operators::MODULO, false, 2),
-    (operators::LESS, false, 2),
-    (operators::LESS_EQUALS, false, 2),
-    (operators::GREATER, false, 2),
-    (operators::GREATER_EQUALS, false, 2),
-    (operators::INDEX, false, 2),
-    (operators::OPT_INDEX, false, 2),
-    (EQ_FUNCTION, false, 2),
-    (NE_FUNCTION, false, 2),
-    (IN_FUNCTION, false, 2),
-    ("size", false, 1),
-    ("size", true, 0),
-    ("startsWith", true, 1),
-    ("endsWith", true, 1),
-    ("contains", true, 1),
-    ("matches", true, 1),
-    ("matches", false, 2),
-    ("join", true, 0),
-    ("join", true, 1),
-    ("split", true, 1),
-    ("indexOf", true, 1),
-    ("lastIndexOf", true, 1),
-    ("substring", true, 1),
-    ("substring", true, 2),
-    ("sort", true, 0),
-    ("distinct", true, 0),
-    ("flatten", true, 0),
-    ("orValue", true, 1),
-    ("hasValue", true, 0),
-    ("value", true, 0),
-    ("string", false, 1),
-    ("int", false, 1),
-    ("dyn", false, 1),
+/// (`x.f()`), the number of arguments, and what it is. Names are as the
+/// parent module's `prepare` leaves them (`==` is [`EQ_FUNCTION`], `x.?f`
+/// is `_[?_]`).
+const FUNCTIONS: &[(&str, bool, usize, Func)] = &[
+    (operators::LOGICAL_AND, false, 2, Func::And),
+    (operators::LOGICAL_OR, false, 2, Func::Or),
+    (operators::LOGICAL_NOT, false, 1, Func::Not),
+    (operators::CONDITIONAL, false, 3, Func::Conditional),
+    (
+        operators::NOT_STRICTLY_FALSE,
+        false,
+        1,
+        Func::NotStrictlyFalse,
+    ),
+    (operators::NEGATE, false, 1, Func::Negate),
+    (operators::ADD, false, 2, Func::Add),
+    (operators::SUBSTRACT, false, 2, Func::Subtract),
+    (operators::MULTIPLY, false, 2, Func::Multiply),
+    (operators::DIVIDE, false, 2, Func::Divide),
+    (operators::MODULO, false, 2, Func::Modulo),
+    (operators::LESS, false, 2, Func::Less),
+    (operators::LESS_EQUALS, false, 2, Func::LessEquals),
+    (operators::GREATER, false, 2, Func::Greater),
+    (operators::GREATER_EQUALS, false, 2, Func::GreaterEquals),
+    (operators::INDEX, false, 2, Func::Index),
+    (operators::OPT_INDEX, false, 2, Func::OptIndex),
+    (EQ_FUNCTION, false, 2, Func::Equals),
+    (NE_FUNCTION, false, 2, Func::NotEquals),
+    (IN_FUNCTION, false, 2, Func::In),
+    ("size", false, 1, Func::Size),
+    ("size", true, 0, Func::Size),
+    ("startsWith", true, 1, Func::StartsWith),
+    ("endsWith", true, 1, Func::EndsWith),
+    ("contains", true, 1, Func::Contains),
+    ("matches", true, 1, Func::Matches),
+    ("matches", false, 2, Func::Matches),
+    ("join", true, 0, Func::Join),
+    ("join", true, 1, Func::Join),
+    ("split", true, 1, Func::Split),
+    ("indexOf", true, 1, Func::IndexOf),
+    ("lastIndexOf", true, 1, Func::LastIndexOf),
+    ("substring", true, 1, Func::Substring),
+    ("substring", true, 2, Func::Substring),
+    ("sort", true, 0, Func::Sort),
+    ("distinct", true, 0, Func::Distinct),
+    ("flatten", true, 0, Func::Flatten),
+    ("orValue", true, 1, Func::OrValue),
+    ("hasValue", true, 0, Func::HasValue),
+    ("value", true, 0, Func::Value),
+    ("string", false, 1, Func::String),
+    ("int", false, 1, Func::Int),
+    ("dyn", false, 1, Func::Dyn),
 ];
+
+/// A call, resolved once from its name ([`calls`]); `Unknown` for a node
+/// that is not a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Func {
+    Unknown,
+    And,
+    Or,
+    Not,
+    Conditional,
+    NotStrictlyFalse,
+    Negate,
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Modulo,
+    Less,
+    LessEquals,
+    Greater,
+    GreaterEquals,
+    Index,
+    OptIndex,
+    Equals,
+    NotEquals,
+    In,
+    Size,
+    StartsWith,
+    EndsWith,
+    Contains,
+    Matches,
+    Join,
+    Split,
+    IndexOf,
+    LastIndexOf,
+    Substring,
+    Sort,
+    Distinct,
+    Flatten,
+    OrValue,
+    HasValue,
+    Value,
+    String,
+    Int,
+    Dyn,
+    /// `x.?a...orValue(d)`: an optional chain, followed in one go.
+    OrValueChain,
+    /// `x.?a...hasValue()`.
+    HasValueChain,
+}
+
+/// What each call of `expr` is, indexed by node id (see [`Func`]); `None`
+/// when two calls share an id.
+pub(super) fn calls(expr: &IdedExpr) -> Option<Vec<Func>> {
+    fn walk(expr: &IdedExpr, out: &mut Vec<Func>) -> Option<()> {
+        let mut children: Vec<&IdedExpr> = Vec::new();
+        match &expr.expr {
+            Expr::Call(call) => {
+                let shape = (
+                    call.func_name.as_str(),
+                    call.target.is_some(),
+                    call.args.len(),
+                );
+                let func = FUNCTIONS
+                    .iter()
+                    .find(|(n, t, k, _)| (*n, *t, *k) == shape)
+                    .map_or(Func::Unknown, |f| f.3);
+                let chain = call.target.as_deref().is_some_and(is_opt_index);
+                let func = match func {
+                    Func::OrValue if chain => Func::OrValueChain,
+                    Func::HasValue if chain => Func::HasValueChain,
+                    other => other,
+                };
+                let id = usize::try_from(expr.id).ok()?;
+                if out.len() <= id {
+                    out.resize(id + 1, Func::Unknown);
+                }
+                if out[id] != Func::Unknown {
+                    return None;
+                }
+                out[id] = func;
+                children.extend(call.target.as_deref());
+                children.extend(&call.args);
+            }
+            Expr::Select(select) => children.push(&select.operand),
+            Expr::List(list) => children.extend(&list.elements),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(e) = &entry.expr {
+                        children.push(&e.key);
+                        children.push(&e.value);
+                    }
+                }
+            }
+            Expr::Comprehension(c) => children.extend([
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]),
+            Expr::Literal(_) | Expr::Ident(_) | Expr::Struct(_) | Expr::Unspecified => {}
+        }
+        for child in children {
+            walk(child, out)?;
+        }
+        Some(())
+    }
+    let mut out = Vec::new();
+    walk(expr, &mut out)?;
+    Some(out)
+}
 
 /// Whether every node of `expr` is one this evaluator can run.
 pub(super) fn supported(expr: &IdedExpr) -> bool {
@@ -127,7 +245,7 @@ pub(super) fn supported(expr: &IdedExpr) -> bool {
                 call.target.is_some(),
                 call.args.len(),
             );
-            FUNCTIONS.contains(&shape)
+            FUNCTIONS.iter().any(|(n, t, k, _)| (*n, *t, *k) == shape)
                 && call.target.as_deref().is_none_or(supported)
                 && call.args.iter().all(supported)
         }
@@ -151,7 +269,8 @@ pub(super) enum V<'a> {
     /// A map literal's entries: string keys, each once.
     Map(Rc<Vec<(String, V<'a>)>>),
     JMap(&'a JsonMap<String, Json>),
-    Fields(&'a Fields),
+    /// A map of variables ([`CelValue`] holds its [`Fields`]).
+    Fields(CelValue<'a>),
     Opt(Option<Rc<V<'a>>>),
 }
 
@@ -170,15 +289,21 @@ impl<'a> V<'a> {
         }
     }
 
-    pub(super) fn from_cel_value(value: &'a CelValue) -> Option<V<'a>> {
-        if value.depth() > MAX_VALUE_DEPTH {
-            // The interpreter cannot bind it: let it say why.
-            return None;
+    /// [`V::from_json`] of a copy: nothing borrowed.
+    pub(super) fn owned(json: &Json) -> V<'static> {
+        match json {
+            Json::Null => V::Null,
+            Json::Bool(b) => V::Bool(*b),
+            Json::Number(n) => number(n),
+            Json::String(s) => V::Str(Cow::Owned(s.clone())),
+            Json::Array(items) => V::List(Rc::new(items.iter().map(V::owned).collect())),
+            Json::Object(fields) => V::Map(Rc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.clone(), V::owned(v)))
+                    .collect(),
+            )),
         }
-        Some(match value.fields() {
-            Some(fields) => V::Fields(fields),
-            None => V::from_json(value.json()?),
-        })
     }
 
     fn as_list(&self) -> Option<List<'_, 'a>> {
@@ -205,7 +330,7 @@ impl<'a> V<'a> {
         match self {
             V::Map(entries) => Some(entries.len()),
             V::JMap(fields) => Some(fields.len()),
-            V::Fields(fields) => Some(fields.len()),
+            V::Fields(value) => Some(value.fields()?.len()),
             _ => None,
         }
     }
@@ -219,8 +344,8 @@ impl<'a> V<'a> {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone()),
             V::JMap(fields) => crate::json::member(fields, key).map(V::from_json),
-            V::Fields(fields) => match fields.get(key) {
-                Some(value) => Some(V::from_cel_value(value)?),
+            V::Fields(value) => match value.fields()?.get(key) {
+                Some(field) => Some(field.native()?),
                 None => None,
             },
             _ => return None,
@@ -235,13 +360,17 @@ impl<'a> V<'a> {
                 .map(|(k, _)| V::Str(Cow::Owned(k.clone())))
                 .collect(),
             V::JMap(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
-            V::Fields(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
+            V::Fields(value) => value
+                .fields()?
+                .keys()
+                .map(|k| V::Str(Cow::Owned(k.clone())))
+                .collect(),
             _ => return None,
         })
     }
 }
 
-fn number(n: &Number) -> V<'_> {
+fn number<'a>(n: &Number) -> V<'a> {
     if let Some(i) = n.as_i64() {
         V::Int(i)
     } else if let Some(u) = n.as_u64() {
@@ -284,15 +413,26 @@ impl<'a> List<'_, 'a> {
 
 /// The variables in scope: the comprehension variables on top of the
 /// expression's bindings.
-pub(super) struct Env<'a> {
-    vars: Vec<(&'a str, V<'a>)>,
+pub(super) struct Env<'n, 'a> {
+    vars: Vec<(&'n str, V<'a>)>,
+    /// [`calls`] of the expression.
+    calls: &'a [Func],
 }
 
-impl<'a> Env<'a> {
+impl<'n, 'a> Env<'n, 'a> {
     /// An environment with `bound` in scope; a later binding of a name hides
     /// an earlier one.
-    pub(super) fn new(bound: Vec<(&'a str, V<'a>)>) -> Env<'a> {
-        Env { vars: bound }
+    pub(super) fn new(bound: Vec<(&'n str, V<'a>)>, calls: &'a [Func]) -> Env<'n, 'a> {
+        Env { vars: bound, calls }
+    }
+
+    /// What the call `expr` is.
+    fn call(&self, expr: &IdedExpr) -> Func {
+        usize::try_from(expr.id)
+            .ok()
+            .and_then(|id| self.calls.get(id))
+            .copied()
+            .unwrap_or(Func::Unknown)
     }
 
     fn get(&self, name: &str) -> Option<V<'a>> {
@@ -305,7 +445,7 @@ impl<'a> Env<'a> {
 }
 
 /// Evaluates `expr`, or gives up (see the module docs).
-pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
+pub(super) fn eval<'n, 'a: 'n>(expr: &'a IdedExpr, env: &mut Env<'n, 'a>) -> Option<V<'a>> {
     match &expr.expr {
         Expr::Literal(literal) => Some(match literal {
             LiteralValue::Null => V::Null,
@@ -378,14 +518,12 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
             out
         }
         Expr::Call(call) => {
-            let name = call.func_name.as_str();
-            match (call.target.as_deref(), call.args.as_slice()) {
+            let func = env.call(expr);
+            match (func, call.target.as_deref(), call.args.as_slice()) {
                 // `&&` stops at a false left side, `||` at a true one; the
                 // other side decides otherwise.
-                (None, [a, b])
-                    if name == operators::LOGICAL_AND || name == operators::LOGICAL_OR =>
-                {
-                    let decisive = name == operators::LOGICAL_OR;
+                (Func::And | Func::Or, None, [a, b]) => {
+                    let decisive = func == Func::Or;
                     match eval(a, env)? {
                         V::Bool(left) if left == decisive => Some(V::Bool(left)),
                         V::Bool(_) => match eval(b, env)? {
@@ -395,12 +533,22 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
                         _ => None,
                     }
                 }
-                (None, [c, a, b]) if name == operators::CONDITIONAL => match eval(c, env)? {
+                (Func::Conditional, None, [c, a, b]) => match eval(c, env)? {
                     V::Bool(true) => eval(a, env),
                     V::Bool(false) => eval(b, env),
                     _ => None,
                 },
-                (target, args) => {
+                // `x.?a.?b.orValue(d)`, `x.?a.hasValue()`: the chain is
+                // followed without an optional value made at each step.
+                (Func::OrValueChain, Some(target), [fallback]) => {
+                    let found = eval_opt(target, env)?;
+                    let fallback = eval(fallback, env)?;
+                    Some(found.unwrap_or(fallback))
+                }
+                (Func::HasValueChain, Some(target), []) => {
+                    Some(V::Bool(eval_opt(target, env)?.is_some()))
+                }
+                (func, target, args) => {
                     let target = match target {
                         Some(t) => Some(eval(t, env)?),
                         None => None,
@@ -413,7 +561,7 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
                     for (slot, arg) in values.iter_mut().zip(args) {
                         *slot = Some(eval(arg, env)?);
                     }
-                    call_function(name, target, values)
+                    call_function(func, target, values)
                 }
             }
         }
@@ -421,12 +569,44 @@ pub(super) fn eval<'a>(expr: &'a IdedExpr, env: &mut Env<'a>) -> Option<V<'a>> {
     }
 }
 
+/// Whether `expr` is `x[?k]` (or `x.?k`, which `prepare` makes one).
+fn is_opt_index(expr: &IdedExpr) -> bool {
+    matches!(&expr.expr, Expr::Call(call)
+        if call.target.is_none() && call.args.len() == 2 && call.func_name == operators::OPT_INDEX)
+}
+
+/// An `x[?k]` (see [`is_opt_index`]) as [`index`] gives it, the optional
+/// unwrapped: `Some(None)` for an empty one.
+fn eval_opt<'n, 'a: 'n>(expr: &'a IdedExpr, env: &mut Env<'n, 'a>) -> Option<Option<V<'a>>> {
+    let Expr::Call(call) = &expr.expr else {
+        return None;
+    };
+    let [operand, key] = call.args.as_slice() else {
+        return None;
+    };
+    // `index` takes one optional layer off its container.
+    let container = if env.call(operand) == Func::OptIndex {
+        match eval_opt(operand, env)? {
+            Some(v) => v,
+            None => return Some(None),
+        }
+    } else {
+        match eval(operand, env)? {
+            V::Opt(None) => return Some(None),
+            V::Opt(Some(inner)) => Rc::unwrap_or_clone(inner),
+            other => other,
+        }
+    };
+    let key = eval(key, env)?;
+    lookup(container, key)
+}
+
 /// The loop of a comprehension whose accumulator is bound on top of `env`.
-fn comprehension<'a>(
+fn comprehension<'n, 'a: 'n>(
     c: &'a kube_cel::cel::common::ast::ComprehensionExpr,
     items: Vec<V<'a>>,
     append: Option<Append<'a>>,
-    env: &mut Env<'a>,
+    env: &mut Env<'n, 'a>,
 ) -> Option<V<'a>> {
     let accu_at = env.vars.len() - 1;
     for item in items {
@@ -520,67 +700,67 @@ fn appends<'a>(step: &'a IdedExpr, accu: &str) -> Option<Append<'a>> {
     }
 }
 
-fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]) -> Option<V<'a>> {
+fn call_function<'a>(func: Func, target: Option<V<'a>>, args: [Option<V<'a>>; 2]) -> Option<V<'a>> {
     let mut args = args.into_iter().flatten();
     let mut arg = || args.next();
-    match (name, target) {
-        (operators::LOGICAL_NOT, None) => match arg()? {
+    match (func, target) {
+        (Func::Not, None) => match arg()? {
             V::Bool(b) => Some(V::Bool(!b)),
             _ => None,
         },
-        (operators::NOT_STRICTLY_FALSE, None) => match arg()? {
+        (Func::NotStrictlyFalse, None) => match arg()? {
             V::Bool(b) => Some(V::Bool(b)),
             _ => None,
         },
-        (operators::NEGATE, None) => match arg()? {
+        (Func::Negate, None) => match arg()? {
             V::Int(i) => i.checked_neg().map(V::Int),
             V::Double(d) => Some(V::Double(-d)),
             _ => None,
         },
-        (operators::ADD, None) => add(arg()?, arg()?),
-        (operators::SUBSTRACT, None) => match (arg()?, arg()?) {
+        (Func::Add, None) => add(arg()?, arg()?),
+        (Func::Subtract, None) => match (arg()?, arg()?) {
             (V::Int(a), V::Int(b)) => a.checked_sub(b).map(V::Int),
             (V::Uint(a), V::Uint(b)) => a.checked_sub(b).map(V::Uint),
             (V::Double(a), V::Double(b)) => Some(V::Double(a - b)),
             _ => None,
         },
-        (operators::MULTIPLY, None) => match (arg()?, arg()?) {
+        (Func::Multiply, None) => match (arg()?, arg()?) {
             (V::Int(a), V::Int(b)) => a.checked_mul(b).map(V::Int),
             (V::Uint(a), V::Uint(b)) => a.checked_mul(b).map(V::Uint),
             (V::Double(a), V::Double(b)) => Some(V::Double(a * b)),
             _ => None,
         },
-        (operators::DIVIDE, None) => match (arg()?, arg()?) {
+        (Func::Divide, None) => match (arg()?, arg()?) {
             (V::Int(a), V::Int(b)) => a.checked_div(b).map(V::Int),
             (V::Uint(a), V::Uint(b)) => a.checked_div(b).map(V::Uint),
             (V::Double(a), V::Double(b)) if b != 0.0 => Some(V::Double(a / b)),
             _ => None,
         },
-        (operators::MODULO, None) => match (arg()?, arg()?) {
+        (Func::Modulo, None) => match (arg()?, arg()?) {
             (V::Int(a), V::Int(b)) => a.checked_rem(b).map(V::Int),
             (V::Uint(a), V::Uint(b)) => a.checked_rem(b).map(V::Uint),
             _ => None,
         },
-        (operators::LESS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_lt())),
-        (operators::LESS_EQUALS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_le())),
-        (operators::GREATER, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_gt())),
-        (operators::GREATER_EQUALS, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_ge())),
-        (operators::INDEX, None) => index(arg()?, arg()?, false),
-        (operators::OPT_INDEX, None) => index(arg()?, arg()?, true),
-        (EQ_FUNCTION, None) => equal(&arg()?, &arg()?).map(V::Bool),
-        (NE_FUNCTION, None) => equal(&arg()?, &arg()?).map(|e| V::Bool(!e)),
-        (IN_FUNCTION, None) => contains(&arg()?, &arg()?).map(V::Bool),
-        ("size", None) => size(&arg()?),
-        ("size", Some(this)) => size(&this),
-        ("startsWith", Some(V::Str(this))) => Some(V::Bool(this.starts_with(arg()?.as_str()?))),
-        ("endsWith", Some(V::Str(this))) => Some(V::Bool(this.ends_with(arg()?.as_str()?))),
-        ("contains", Some(V::Str(this))) => Some(V::Bool(this.contains(arg()?.as_str()?))),
-        ("matches", Some(V::Str(this))) => matches(&this, arg()?.as_str()?),
-        ("matches", None) => {
+        (Func::Less, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_lt())),
+        (Func::LessEquals, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_le())),
+        (Func::Greater, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_gt())),
+        (Func::GreaterEquals, None) => compare(arg()?, arg()?).map(|o| V::Bool(o.is_ge())),
+        (Func::Index, None) => index(arg()?, arg()?, false),
+        (Func::OptIndex, None) => index(arg()?, arg()?, true),
+        (Func::Equals, None) => equal(&arg()?, &arg()?).map(V::Bool),
+        (Func::NotEquals, None) => equal(&arg()?, &arg()?).map(|e| V::Bool(!e)),
+        (Func::In, None) => contains(&arg()?, &arg()?).map(V::Bool),
+        (Func::Size, None) => size(&arg()?),
+        (Func::Size, Some(this)) => size(&this),
+        (Func::StartsWith, Some(V::Str(this))) => Some(V::Bool(this.starts_with(arg()?.as_str()?))),
+        (Func::EndsWith, Some(V::Str(this))) => Some(V::Bool(this.ends_with(arg()?.as_str()?))),
+        (Func::Contains, Some(V::Str(this))) => Some(V::Bool(this.contains(arg()?.as_str()?))),
+        (Func::Matches, Some(V::Str(this))) => matches(&this, arg()?.as_str()?),
+        (Func::Matches, None) => {
             let (this, pattern) = (arg()?, arg()?);
             matches(this.as_str()?, pattern.as_str()?)
         }
-        ("join", Some(this)) => {
+        (Func::Join, Some(this)) => {
             let separator = match arg() {
                 Some(V::Str(s)) => s,
                 Some(_) => return None,
@@ -596,7 +776,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             Some(V::Str(Cow::Owned(out)))
         }
-        ("split", Some(V::Str(this))) => {
+        (Func::Split, Some(V::Str(this))) => {
             let separator = arg()?;
             let parts = this
                 .split(separator.as_str()?)
@@ -604,7 +784,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
                 .collect();
             Some(V::List(Rc::new(parts)))
         }
-        ("indexOf", Some(V::Str(this))) => {
+        (Func::IndexOf, Some(V::Str(this))) => {
             // kube-cel counts code points: on ASCII text they are bytes.
             let search = arg()?;
             let search = search.as_str()?;
@@ -613,7 +793,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             position(this.find(search))
         }
-        ("lastIndexOf", Some(V::Str(this))) => {
+        (Func::LastIndexOf, Some(V::Str(this))) => {
             let search = arg()?;
             let search = search.as_str()?;
             if !this.is_ascii() || !search.is_ascii() || search.is_empty() {
@@ -621,7 +801,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             position(this.rfind(search))
         }
-        ("indexOf", Some(this)) => {
+        (Func::IndexOf, Some(this)) => {
             let target = arg()?;
             let list = this.as_list()?;
             for i in 0..list.len() {
@@ -631,7 +811,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             position(None)
         }
-        ("substring", Some(V::Str(this))) => {
+        (Func::Substring, Some(V::Str(this))) => {
             if !this.is_ascii() {
                 return None;
             }
@@ -647,7 +827,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             let part = this.get(start..end)?;
             Some(V::Str(Cow::Owned(part.to_owned())))
         }
-        ("sort", Some(this)) => {
+        (Func::Sort, Some(this)) => {
             let mut items = this.as_list()?.items();
             if items.iter().all(|v| matches!(v, V::Str(_))) {
                 items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
@@ -661,7 +841,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             Some(V::List(Rc::new(items)))
         }
-        ("distinct", Some(this)) => {
+        (Func::Distinct, Some(this)) => {
             let items = this.as_list()?.items();
             let same_kind = items.iter().all(|v| matches!(v, V::Str(_)))
                 || items.iter().all(|v| matches!(v, V::Int(_)))
@@ -681,7 +861,7 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             Some(V::List(Rc::new(out)))
         }
-        ("flatten", Some(this)) => {
+        (Func::Flatten, Some(this)) => {
             let mut out = Vec::new();
             for item in this.as_list()?.items() {
                 match item.as_list() {
@@ -691,29 +871,29 @@ fn call_function<'a>(name: &str, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             }
             Some(V::List(Rc::new(out)))
         }
-        ("orValue", Some(V::Opt(inner))) => {
+        (Func::OrValue, Some(V::Opt(inner))) => {
             let fallback = arg()?;
             Some(match inner {
                 Some(v) => Rc::unwrap_or_clone(v),
                 None => fallback,
             })
         }
-        ("hasValue", Some(V::Opt(inner))) => Some(V::Bool(inner.is_some())),
-        ("value", Some(V::Opt(Some(v)))) => Some(Rc::unwrap_or_clone(v)),
-        ("string", None) => match arg()? {
+        (Func::HasValue, Some(V::Opt(inner))) => Some(V::Bool(inner.is_some())),
+        (Func::Value, Some(V::Opt(Some(v)))) => Some(Rc::unwrap_or_clone(v)),
+        (Func::String, None) => match arg()? {
             V::Str(s) => Some(V::Str(s)),
             V::Int(i) => Some(V::Str(Cow::Owned(i.to_string()))),
             V::Uint(u) => Some(V::Str(Cow::Owned(u.to_string()))),
             _ => None,
         },
-        ("int", None) => match arg()? {
+        (Func::Int, None) => match arg()? {
             V::Int(i) => Some(V::Int(i)),
             V::Uint(u) => i64::try_from(u).ok().map(V::Int),
             // The parse cel's `int()` does.
             V::Str(s) => s.parse::<i64>().ok().map(V::Int),
             _ => None,
         },
-        ("dyn", None) => arg(),
+        (Func::Dyn, None) => arg(),
         _ => None,
     }
 }
@@ -760,20 +940,26 @@ fn index<'a>(container: V<'a>, key: V<'a>, optional: bool) -> Option<V<'a>> {
         V::Opt(Some(inner)) => (Rc::unwrap_or_clone(inner), true),
         other => (other, optional),
     };
-    let found = if container.is_map() {
-        container.map_get(key.as_str()?)?
-    } else {
-        let list = container.as_list()?;
-        match key {
-            V::Int(i) => usize::try_from(i).ok().and_then(|i| list.get(i)),
-            _ => return None,
-        }
-    };
+    let found = lookup(container, key)?;
     match (found, optional) {
         (Some(v), false) => Some(v),
         (Some(v), true) => Some(V::Opt(Some(Rc::new(v)))),
         (None, true) => Some(V::Opt(None)),
         (None, false) => None,
+    }
+}
+
+/// `container[key]`: `Some(None)` where a map has no such key or a list no
+/// such index.
+fn lookup<'a>(container: V<'a>, key: V<'a>) -> Option<Option<V<'a>>> {
+    if container.is_map() {
+        container.map_get(key.as_str()?)
+    } else {
+        let list = container.as_list()?;
+        match key {
+            V::Int(i) => Some(usize::try_from(i).ok().and_then(|i| list.get(i))),
+            _ => None,
+        }
     }
 }
 
@@ -795,6 +981,24 @@ fn equal(a: &V<'_>, b: &V<'_>) -> Option<bool> {
         }
         (V::Int(a), V::Double(b)) | (V::Double(b), V::Int(a)) => (*a as f64) == *b,
         (V::Uint(a), V::Double(b)) | (V::Double(b), V::Uint(a)) => (*a as f64) == *b,
+        // The same JSON read twice (`list.indexOf(c)` over the list `c` is
+        // from): equal, as JSON holds no NaN.
+        (V::JMap(a), V::JMap(b)) if std::ptr::eq(*a, *b) => true,
+        (V::JList(a), V::JList(b)) if std::ptr::eq(*a, *b) => true,
+        (V::JMap(a), V::JMap(b)) => {
+            if a.len() != b.len() {
+                return Some(false);
+            }
+            for (key, x) in a.iter() {
+                let Some(y) = crate::json::member(b, key) else {
+                    return Some(false);
+                };
+                if !equal(&V::from_json(x), &V::from_json(y))? {
+                    return Some(false);
+                }
+            }
+            true
+        }
         (a, b) if a.is_map() && b.is_map() => {
             if a.map_len()? != b.map_len()? {
                 return Some(false);
@@ -913,6 +1117,68 @@ pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
         V::Opt(Some(inner)) => to_json(inner, depth + 1)?,
         V::Opt(None) => Json::Null,
     })
+}
+
+/// Items of the largest list or map and the nesting depth of
+/// `to_json(value, depth)`'s JSON (as the parent module's `shape` gives
+/// them), without building it; `None` exactly where [`to_json`] fails,
+/// except for a map of variables, which it does not walk.
+pub(super) fn result_shape(value: &V<'_>, depth: usize) -> Option<(u64, usize)> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    match value {
+        V::Null | V::Bool(_) | V::Int(_) | V::Uint(_) | V::Str(_) | V::Opt(None) => Some((0, 0)),
+        V::Double(d) => Number::from_f64(*d).map(|_| (0, 0)),
+        V::List(items) => of_items(
+            items.len(),
+            items.iter().map(|item| result_shape(item, depth + 1)),
+        ),
+        V::JList(items) => of_items(
+            items.len(),
+            items.iter().map(|item| json_shape(item, depth + 1)),
+        ),
+        V::Map(entries) => of_items(
+            entries.len(),
+            entries.iter().map(|(_, v)| result_shape(v, depth + 1)),
+        ),
+        V::JMap(fields) => of_items(
+            fields.len(),
+            fields.values().map(|v| json_shape(v, depth + 1)),
+        ),
+        V::Fields(_) => None,
+        V::Opt(Some(inner)) => result_shape(inner, depth + 1),
+    }
+}
+
+/// [`result_shape`] of JSON read from a bound value.
+fn json_shape(json: &Json, depth: usize) -> Option<(u64, usize)> {
+    if depth > MAX_VALUE_DEPTH {
+        return None;
+    }
+    match json {
+        Json::Array(items) => of_items(
+            items.len(),
+            items.iter().map(|item| json_shape(item, depth + 1)),
+        ),
+        Json::Object(fields) => of_items(
+            fields.len(),
+            fields.values().map(|v| json_shape(v, depth + 1)),
+        ),
+        _ => Some((0, 0)),
+    }
+}
+
+/// The shape of a list or map of `len` items from its items' shapes.
+fn of_items(len: usize, items: impl Iterator<Item = Option<(u64, usize)>>) -> Option<(u64, usize)> {
+    let mut largest = u64::try_from(len).unwrap_or(u64::MAX);
+    let mut deepest = 0;
+    for item in items {
+        let (l, d) = item?;
+        largest = largest.max(l);
+        deepest = deepest.max(d + 1);
+    }
+    Some((largest, deepest))
 }
 
 /// A JSON value as it comes back through CEL: the same, object keys sorted.
