@@ -741,29 +741,20 @@ mod tests {
         format!("{loaded:#?}\n{diags:#?}")
     }
 
+    fn assert_agreed(disagreements: &[String]) {
+        assert!(
+            disagreements.is_empty(),
+            "{} disagreements:\n{}",
+            disagreements.len(),
+            disagreements.join("\n\n")
+        );
+    }
+
     /// The decode from the tree against the reference; `None` when they agree.
     fn disagreement(source: &Source, root: &Node) -> Option<String> {
         let new = outcome(load_document, source, root);
         let old = outcome(by_value::load_document, source, root);
         (new != old).then(|| format!("{}:\nfrom the tree:\n{new}\nby value:\n{old}", source.name))
-    }
-
-    fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            if name == "target" || name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            if path.is_dir() {
-                yaml_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                out.push(path);
-            }
-        }
     }
 
     /// Replace the `target`-th node (in document order, keys excluded) by
@@ -814,10 +805,7 @@ mod tests {
     /// document and the same diagnostics at the same places.
     #[test]
     fn decoding_from_the_tree_agrees_with_decoding_the_value() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut files = Vec::new();
-        yaml_files(&root, &mut files);
-        files.sort();
+        let files = crate::yaml::repository_yaml_files();
         let replacements = [
             Some(NodeKind::Null),
             Some(NodeKind::String("x".into())),
@@ -860,12 +848,7 @@ mod tests {
         }
         assert!(katalogs > 40, "found {katalogs} Katalogs");
         assert!(variants > 5000, "made {variants} variants");
-        assert!(
-            wrong.is_empty(),
-            "{} disagreements:\n{}",
-            wrong.len(),
-            wrong.join("\n\n")
-        );
+        assert_agreed(&wrong);
     }
 
     /// Documents written to hit the decode's corners.
@@ -909,12 +892,7 @@ mod tests {
                 wrong.extend(disagreement(&source, root));
             }
         }
-        assert!(
-            wrong.is_empty(),
-            "{} disagreements:\n{}",
-            wrong.len(),
-            wrong.join("\n\n")
-        );
+        assert_agreed(&wrong);
     }
 
     /// A non-list under `conversion.<version>` says what it is, at the value.

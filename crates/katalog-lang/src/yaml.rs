@@ -415,6 +415,36 @@ fn go_format_g32(f: f64) -> String {
     format!("{sign}{body}")
 }
 
+/// Every YAML file of the repository (not under `target` or a hidden
+/// directory), sorted: the corpus the readers' differential tests run on.
+#[cfg(test)]
+pub(crate) fn repository_yaml_files() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        &mut files,
+    );
+    files.sort();
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -437,29 +437,9 @@ mod tests {
         }
     }
 
-    fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            if name == "target" || name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            if path.is_dir() {
-                yaml_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                out.push(path);
-            }
-        }
-    }
-
     #[test]
     fn every_yaml_file_of_the_repository_reads_the_same() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut files = Vec::new();
-        yaml_files(&root, &mut files);
+        let files = crate::yaml::repository_yaml_files();
         assert!(files.len() > 50, "found {} YAML files", files.len());
         let mut wrong = Vec::new();
         let mut stepped_aside = Vec::new();
@@ -501,6 +481,8 @@ mod tests {
             ("a: 1\na: 2\n", false),
             ("a: 1\n'a': 2\n", false),
             ("yes: 1\ntrue: 2\n", false),
+            ("true: 1\nyes: 2\n", false),
+            ("yes: 1\n'yes': 2\n", false),
             ("010: a\n10: b\n", false),
             ("1: a\n2: b\n", false),
             ("base: &b {m: 1}\nx: {<<: *b, n: 2}\n", false),
