@@ -228,6 +228,13 @@ struct De<'a, 'c> {
 }
 
 impl<'a> De<'a, '_> {
+    /// `seed` over this value, an error it raises itself (a
+    /// `deserialize_with` function) recorded at this value's path too.
+    fn run<T: DeserializeSeed<'a>>(self, seed: T) -> Result<T::Value, Error> {
+        let (chain, track) = (self.chain, self.track);
+        seed.deserialize(self).map_err(|e| track.trigger(&chain, e))
+    }
+
     #[cold]
     fn unexpected(&self) -> Unexpected<'a> {
         match &self.node.kind {
@@ -445,17 +452,14 @@ impl<'a> SeqAccess<'a> for Seq<'a, '_> {
         };
         let index = self.index;
         self.index += 1;
-        let chain = Chain::Index(self.parent, index);
-        seed.deserialize(De {
+        De {
             node,
             mask: Mask::None,
-            chain,
+            chain: Chain::Index(self.parent, index),
             track: self.track,
-        })
+        }
+        .run(seed)
         .map(Some)
-        // An error the seed raises itself (a `deserialize_with` function)
-        // is at the element too.
-        .map_err(|e| self.track.trigger(&chain, e))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -493,14 +497,13 @@ impl<'a> MapAccess<'a> for Map<'a, '_> {
             return Err(Error::custom("value is missing"));
         };
         let (node, mask) = self.mask.child(key, value);
-        let chain = Chain::Key(self.parent, key);
-        seed.deserialize(De {
+        De {
             node,
             mask,
-            chain,
+            chain: Chain::Key(self.parent, key),
             track: self.track,
-        })
-        .map_err(|e| self.track.trigger(&chain, e))
+        }
+        .run(seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
