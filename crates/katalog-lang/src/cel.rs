@@ -431,8 +431,8 @@ impl CelProgram {
         walk_identifiers(&ast, &mut Vec::new(), &mut reads);
         let mut field_uses = Vec::new();
         walk_field_uses(&ast, &mut field_uses);
-        let calls = native::calls(&ast);
-        let native = native::supported(&ast) && calls.is_some();
+        let calls = native::compile(&ast);
+        let native = calls.is_some();
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -2918,6 +2918,39 @@ mod tests {
             });
             assert_eq!(got, want, "{expr}");
         }
+    }
+
+    /// A kept result is as deep as the interpreter allows, no deeper: at
+    /// `MAX_VALUE_DEPTH` the evaluator keeps it, one level more it gives the
+    /// expression back to the interpreter, which fails.
+    #[test]
+    fn a_kept_result_stops_at_the_depth_the_interpreter_stops_at() {
+        // `object` at the largest depth a bound value may have.
+        let mut deep = json!(1);
+        for _ in 0..MAX_VALUE_DEPTH - 1 {
+            deep = json!([deep]);
+        }
+        let object = json!({ "deep": deep });
+        assert_eq!(shape(&object).1, MAX_VALUE_DEPTH);
+        let shared = CelBindings::new(&[("object", &object)]);
+        let empty = CelValue::empty_map();
+        let run = |expr: &str| {
+            let program = CelProgram::compile(expr).unwrap();
+            let before = native_tally().native;
+            let got = program
+                .eval_shared_value(&shared, &[("variables", CelArg::Value(&empty))])
+                .map(|v| (v.as_json().clone(), v.depth()));
+            let native = native_tally().native > before;
+            let want = interpreter_only(|| {
+                program
+                    .eval_shared_value(&shared, &[("variables", CelArg::Value(&empty))])
+                    .map(|v| (v.as_json().clone(), v.depth()))
+            });
+            assert_eq!(got, want, "{expr}");
+            (native, got.is_ok())
+        };
+        assert_eq!(run("[object.deep]"), (true, true));
+        assert_eq!(run("[[object.deep]]"), (false, false));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!
 //! * **Statically**, an expression runs here only when every node is of a
 //!   kind this evaluator knows and every call is one of [`FUNCTIONS`] with
-//!   the arity given there ([`supported`]); anything else (optional list
+//!   the arity given there ([`compile`]); anything else (optional list
 //!   elements, `optional.of`, quantity or semver functions, ...) goes
 //!   straight to the interpreter.
 //! * **At run time**, anything other than the plain successful case — an
@@ -104,7 +104,7 @@ const FUNCTIONS: &[(&str, bool, usize, Func)] = &[
     ("dyn", false, 1, Func::Dyn),
 ];
 
-/// A call, resolved once from its name ([`calls`]); `Unknown` for a node
+/// A call, resolved once from its name ([`compile`]); `Unknown` for a node
 /// that is not a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Func {
@@ -154,12 +154,18 @@ pub(super) enum Func {
     HasValueChain,
 }
 
-/// What each call of `expr` is, indexed by node id (see [`Func`]); `None`
-/// when two calls share an id.
-pub(super) fn calls(expr: &IdedExpr) -> Option<Vec<Func>> {
+/// What each call of `expr` is, indexed by node id (see [`Func`]), when
+/// this evaluator can run every node of it: literals other than bytes,
+/// identifiers, selections, lists, maps without optional entries,
+/// one-variable comprehensions, and calls of [`FUNCTIONS`] with the arity
+/// given there. `None` when it cannot (or when two calls share an id): the
+/// expression then goes straight to the interpreter.
+pub(super) fn compile(expr: &IdedExpr) -> Option<Vec<Func>> {
     fn walk(expr: &IdedExpr, out: &mut Vec<Func>) -> Option<()> {
         let mut children: Vec<&IdedExpr> = Vec::new();
         match &expr.expr {
+            Expr::Literal(LiteralValue::Bytes(_)) => return None,
+            Expr::Literal(_) | Expr::Ident(_) => {}
             Expr::Call(call) => {
                 let shape = (
                     call.func_name.as_str(),
@@ -168,8 +174,8 @@ pub(super) fn calls(expr: &IdedExpr) -> Option<Vec<Func>> {
                 );
                 let func = FUNCTIONS
                     .iter()
-                    .find(|(n, t, k, _)| (*n, *t, *k) == shape)
-                    .map_or(Func::Unknown, |f| f.3);
+                    .find(|(n, t, k, _)| (*n, *t, *k) == shape)?
+                    .3;
                 let chain = call.target.as_deref().is_some_and(is_opt_index);
                 let func = match func {
                     Func::OrValue if chain => Func::OrValueChain,
@@ -191,20 +197,23 @@ pub(super) fn calls(expr: &IdedExpr) -> Option<Vec<Func>> {
             Expr::List(list) => children.extend(&list.elements),
             Expr::Map(map) => {
                 for entry in &map.entries {
-                    if let EntryExpr::MapEntry(e) = &entry.expr {
-                        children.push(&e.key);
-                        children.push(&e.value);
+                    match &entry.expr {
+                        EntryExpr::MapEntry(e) if !e.optional => {
+                            children.push(&e.key);
+                            children.push(&e.value);
+                        }
+                        _ => return None,
                     }
                 }
             }
-            Expr::Comprehension(c) => children.extend([
+            Expr::Comprehension(c) if c.iter_var2.is_none() => children.extend([
                 &c.iter_range,
                 &c.accu_init,
                 &c.loop_cond,
                 &c.loop_step,
                 &c.result,
             ]),
-            Expr::Literal(_) | Expr::Ident(_) | Expr::Struct(_) | Expr::Unspecified => {}
+            Expr::Comprehension(_) | Expr::Struct(_) | Expr::Unspecified => return None,
         }
         for child in children {
             walk(child, out)?;
@@ -214,43 +223,6 @@ pub(super) fn calls(expr: &IdedExpr) -> Option<Vec<Func>> {
     let mut out = Vec::new();
     walk(expr, &mut out)?;
     Some(out)
-}
-
-/// Whether every node of `expr` is one this evaluator can run.
-pub(super) fn supported(expr: &IdedExpr) -> bool {
-    match &expr.expr {
-        Expr::Literal(literal) => !matches!(literal, LiteralValue::Bytes(_)),
-        Expr::Ident(_) => true,
-        Expr::Select(select) => supported(&select.operand),
-        Expr::List(list) => list.elements.iter().all(supported),
-        Expr::Map(map) => map.entries.iter().all(|entry| match &entry.expr {
-            EntryExpr::MapEntry(e) => !e.optional && supported(&e.key) && supported(&e.value),
-            EntryExpr::StructField(_) => false,
-        }),
-        Expr::Comprehension(c) => {
-            c.iter_var2.is_none()
-                && [
-                    &c.iter_range,
-                    &c.accu_init,
-                    &c.loop_cond,
-                    &c.loop_step,
-                    &c.result,
-                ]
-                .into_iter()
-                .all(supported)
-        }
-        Expr::Call(call) => {
-            let shape = (
-                call.func_name.as_str(),
-                call.target.is_some(),
-                call.args.len(),
-            );
-            FUNCTIONS.iter().any(|(n, t, k, _)| (*n, *t, *k) == shape)
-                && call.target.as_deref().is_none_or(supported)
-                && call.args.iter().all(supported)
-        }
-        Expr::Struct(_) | Expr::Unspecified => false,
-    }
 }
 
 /// A value during evaluation. Values read from the bound JSON stay borrowed
@@ -415,7 +387,7 @@ impl<'a> List<'_, 'a> {
 /// expression's bindings.
 pub(super) struct Env<'n, 'a> {
     vars: Vec<(&'n str, V<'a>)>,
-    /// [`calls`] of the expression.
+    /// [`compile`]d calls of the expression.
     calls: &'a [Func],
 }
 
@@ -1151,22 +1123,11 @@ pub(super) fn result_shape(value: &V<'_>, depth: usize) -> Option<(u64, usize)> 
     }
 }
 
-/// [`result_shape`] of JSON read from a bound value.
+/// [`result_shape`] of JSON read from a bound value: the parent module's
+/// [`shape`](super::shape), `None` past [`MAX_VALUE_DEPTH`] from `depth`.
 fn json_shape(json: &Json, depth: usize) -> Option<(u64, usize)> {
-    if depth > MAX_VALUE_DEPTH {
-        return None;
-    }
-    match json {
-        Json::Array(items) => of_items(
-            items.len(),
-            items.iter().map(|item| json_shape(item, depth + 1)),
-        ),
-        Json::Object(fields) => of_items(
-            fields.len(),
-            fields.values().map(|v| json_shape(v, depth + 1)),
-        ),
-        _ => Some((0, 0)),
-    }
+    let (largest, deepest) = super::shape(json);
+    (depth.saturating_add(deepest) <= MAX_VALUE_DEPTH).then_some((largest, deepest))
 }
 
 /// The shape of a list or map of `len` items from its items' shapes.
