@@ -59,8 +59,12 @@ pub type Controllers = Arc<[(ResourcePattern, Path)]>;
 
 /// The controller lists of one compile, each distinct one built once: the
 /// rules of a Katalog on `v1/pods` mostly apply to the same controllers.
+/// Keyed by which of [`CONTROLLERS`] a list holds (bit i: the i-th).
 #[derive(Debug, Default)]
 pub struct SharedControllers(HashMap<u8, Controllers>);
+
+// Each of CONTROLLERS has its bit in the key of SharedControllers.
+const _: () = assert!(CONTROLLERS.len() <= u8::BITS as usize);
 
 /// The controllers a rule applies to: none unless it matches the Pod main
 /// resource; `setting` limits them; a controller the rule names itself is
