@@ -599,7 +599,7 @@ fn matches_scope(
     } else {
         m.subresources
             .iter()
-            .any(|s| s == "*" || *s == input.subresource)
+            .any(|s| s == "*" || super::short_eq(s, &input.subresource))
     };
     if !sub_ok {
         return Ok(false);

@@ -74,10 +74,19 @@ pub struct ResourcePattern {
 }
 
 impl ResourcePattern {
+    /// Resource first: it tells most patterns apart by its length alone.
+    /// Compared inline (these are short names; a call to `memcmp` for each
+    /// was a tenth of a Pod review's evaluation).
     pub fn matches(&self, group: &str, version: &str, resource: &str) -> bool {
-        let ok = |p: &Option<String>, v: &str| p.as_deref().is_none_or(|p| p == v);
-        ok(&self.group, group) && ok(&self.version, version) && ok(&self.resource, resource)
+        let ok = |p: &Option<String>, v: &str| p.as_deref().is_none_or(|p| short_eq(p, v));
+        ok(&self.resource, resource) && ok(&self.version, version) && ok(&self.group, group)
     }
+}
+
+/// `a == b` for short strings, without a call to `memcmp`.
+#[inline]
+pub(crate) fn short_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
