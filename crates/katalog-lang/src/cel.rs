@@ -274,7 +274,14 @@ struct Compiled {
     calls: Vec<native::Func>,
     /// [`estimate`] as a [`cost_polynomial`].
     cost: Vec<u64>,
+    /// Whether it reads nothing but [`REQUEST`] (asked for every
+    /// evaluation of an admission rule).
+    request_only: bool,
 }
+
+/// What CEL sees of an admission request: an expression that reads only
+/// these has the same value for every rule of the request.
+pub const REQUEST: [&str; 4] = ["object", "oldObject", "request", "namespaceObject"];
 
 /// The estimated cost of evaluating `expr` once when the largest list or
 /// map it is given has `n` items: one unit per node, and the nodes of a
@@ -433,6 +440,7 @@ impl CelProgram {
         walk_field_uses(&ast, &mut field_uses);
         let calls = native::compile(&ast);
         let native = calls.is_some();
+        let request_only = reads.iter().all(|r| REQUEST.contains(&r.as_str()));
         Ok(CelProgram {
             inner: Arc::new(Compiled {
                 source: expr.to_owned(),
@@ -443,6 +451,7 @@ impl CelProgram {
                 native,
                 calls: calls.unwrap_or_default(),
                 cost: polynomial,
+                request_only,
             }),
         })
     }
@@ -562,6 +571,26 @@ impl CelProgram {
             .iter()
             .find(|(n, _)| n == name)
             .and_then(|(_, fields)| fields.as_deref())
+    }
+
+    /// Whether the expression may read the variable `variables.NAME`: it
+    /// reads `variables` by that field, or otherwise than by field.
+    pub fn reads_variable(&self, name: &str) -> bool {
+        self.reads("variables")
+            && self
+                .fields_read("variables")
+                .is_none_or(|fields| fields.iter().any(|f| f == name))
+    }
+
+    /// Whether `self` and `other` are one expression: the same program, or
+    /// the same source.
+    pub fn same(&self, other: &CelProgram) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || self.inner.source == other.inner.source
+    }
+
+    /// Whether every identifier the expression reads is one of [`REQUEST`].
+    pub fn reads_only_request(&self) -> bool {
+        self.inner.request_only
     }
 
     /// Whether every identifier the expression reads is one of `names`.

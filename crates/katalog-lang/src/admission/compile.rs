@@ -33,6 +33,10 @@ struct Ctx<'a> {
     targets: Vec<super::DeclaredTarget>,
     patterns: &'a mut crate::syntax::Patterns,
     controllers: &'a mut super::autogen::SharedControllers,
+    /// Every expression compiled so far, by source: rules repeat their
+    /// `match` conditions and variables, which then share one program (a
+    /// request's evaluator remembers results by program).
+    programs: &'a mut std::collections::HashMap<String, CelProgram>,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -88,12 +92,18 @@ impl Ctx<'_> {
         with_self: bool,
         self_path: Option<&Path>,
     ) -> Option<CelProgram> {
-        let prog = match CelProgram::compile(expr) {
-            Ok(p) => p,
-            Err(e) => {
-                self.error(at, ErrorKind::Cel, e.to_string());
-                return None;
-            }
+        let prog = match self.programs.get(expr) {
+            Some(p) => p.clone(),
+            None => match CelProgram::compile(expr) {
+                Ok(p) => {
+                    self.programs.insert(expr.to_owned(), p.clone());
+                    p
+                }
+                Err(e) => {
+                    self.error(at, ErrorKind::Cel, e.to_string());
+                    return None;
+                }
+            },
         };
         let mut bound: Vec<&str> = CEL_BINDINGS.to_vec();
         if with_self {
@@ -342,6 +352,7 @@ pub fn compile(
     let mut strict = false;
     let mut patterns = crate::syntax::Patterns::default();
     let mut controllers = super::autogen::SharedControllers::default();
+    let mut programs = std::collections::HashMap::new();
     for doc in &loaded.documents {
         let mut ctx = Ctx {
             doc,
@@ -357,6 +368,7 @@ pub fn compile(
             targets: Vec::new(),
             patterns: &mut patterns,
             controllers: &mut controllers,
+            programs: &mut programs,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -1138,6 +1150,13 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         return None;
     }
     let scale_replicas = ctx.scale_replicas();
+    let check = check?;
+    let mut before_verdict: Vec<&CelProgram> = check.cel.iter().collect();
+    if let Some(when) = for_each.as_ref().and_then(|f| f.when.as_ref()) {
+        when.programs(&mut before_verdict);
+    }
+    let variable_uses =
+        super::VariableUse::of(&vars, &before_verdict, message_expression.as_ref());
     Some(ValidationIr {
         name: v.name.clone(),
         matcher,
@@ -1145,8 +1164,9 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         message: v.message.clone(),
         message_expression,
         paths,
-        check: check?,
+        check,
         variables: vars,
+        variable_uses,
         for_each,
         scale_replicas,
         origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::versions::{self, Target, ViewError};
 use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
-    ProtectedResource, SelectorIr, ValidationIr, autogen, webhooks,
+    ProtectedResource, SelectorIr, ValidationIr, VariableUse, autogen, webhooks,
 };
 use crate::cel::{CelArg, CelBindings, CelError, CelProgram, CelValue};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
@@ -340,10 +340,6 @@ struct RequestOnly<'i> {
     result: Result<CelValue<'i>, CelError>,
 }
 
-/// The identifiers an expression may read for its result to be the same
-/// for every rule of a request.
-const REQUEST_ONLY: [&str; 4] = ["object", "oldObject", "request", "namespaceObject"];
-
 static NULL: Value = Value::Null;
 
 impl<'i> Activation<'i> {
@@ -385,7 +381,7 @@ impl<'i> Activation<'i> {
         } else {
             0
         };
-        (prog.reads_only(&REQUEST_ONLY), largest)
+        (prog.reads_only_request(), largest)
     }
 
     /// The result of a request-only `prog` evaluated before, if it was.
@@ -398,7 +394,7 @@ impl<'i> Activation<'i> {
         let cache = self.request_only.borrow();
         let found = cache
             .iter()
-            .find(|r| r.largest == largest && r.program.source() == prog.source())?;
+            .find(|r| r.largest == largest && r.program.same(prog))?;
         // As evaluating it again would: past the deadline, it fails.
         if let Err(e) = prog.check_deadline() {
             return Some(Err(e.into()));
@@ -534,19 +530,38 @@ impl<'i, 'e> Vars<'i, 'e> {
             .eval(prog, this, self.element.as_ref(), local)
     }
 
-    /// The Katalog-wide variables plus a rule's own. A rule's variables are
-    /// evaluated before its `forEach`: they see no `element`.
+    /// The Katalog-wide variables plus those of a rule's own that are
+    /// needed `now` (see [`VariableUse`]), over `base` (the rule's variables
+    /// evaluated before, if any). A rule's variables are evaluated before
+    /// its `forEach`: they see no `element`.
     fn with_locals(
         &self,
-        locals: &'i [(String, CelProgram)],
+        v: &'i ValidationIr,
+        now: VariableUse,
+        base: Option<&CelValue<'i>>,
     ) -> Result<Option<CelValue<'i>>, EvalError> {
-        if locals.is_empty() {
-            return Ok(None);
+        if !v.variable_uses.contains(&now) {
+            return Ok(base.cloned());
         }
-        let mut vars = self.activation.variables.clone();
-        for (name, prog) in locals {
-            let v = self.activation.eval_value(prog, Some(&vars))?;
-            vars.set_field(name, &v);
+        let mut vars = base.unwrap_or(&self.activation.variables).clone();
+        for ((name, prog), _) in v
+            .variables
+            .iter()
+            .zip(&v.variable_uses)
+            .filter(|(_, u)| **u == now)
+        {
+            let value = self
+                .activation
+                .eval_value(prog, Some(&vars))
+                .map_err(|e| match now {
+                    // The rule is evaluated; its message is what fails.
+                    VariableUse::Message => EvalError::Variable {
+                        name: name.clone(),
+                        reason: Box::new(e),
+                    },
+                    _ => e,
+                })?;
+            vars.set_field(name, &value);
         }
         Ok(Some(vars))
     }
@@ -1194,7 +1209,7 @@ fn validate<'i>(
             return Ok(None);
         }
         verdict.matched.push(v.name.clone());
-        let locals = vars.with_locals(&v.variables)?;
+        let locals = vars.with_locals(v, VariableUse::Check, None)?;
         let Some(each) = &v.for_each else {
             let violations = run_check(check, &v.paths, input, vars, locals.as_ref())?;
             return Ok((!violations.is_empty())
@@ -1262,14 +1277,17 @@ fn for_each_scopes<'i, 'e>(
 }
 
 /// The message of a failing rule: its own, or the violations.
-fn violation_message(
-    v: &ValidationIr,
-    vars: &Vars,
+fn violation_message<'i>(
+    v: &'i ValidationIr,
+    vars: &Vars<'i, '_>,
     violations: Vec<String>,
-    locals: Option<&CelValue<'_>>,
+    locals: Option<&CelValue<'i>>,
 ) -> String {
     let custom = match &v.message_expression {
-        Some(prog) => match vars.eval(prog, None, locals) {
+        Some(prog) => match vars
+            .with_locals(v, VariableUse::Message, locals)
+            .and_then(|locals| vars.eval(prog, None, locals.as_ref()))
+        {
             Ok(Value::String(s)) => Some(s),
             Ok(other) => Some(format!(
                 "{} (messageExpression gave {})",

@@ -180,6 +180,18 @@ pub enum ConditionIr {
     },
 }
 
+impl ConditionIr {
+    /// Every CEL expression of the condition, added to `out`.
+    pub fn programs<'a>(&'a self, out: &mut Vec<&'a CelProgram>) {
+        match self {
+            ConditionIr::All(cs) | ConditionIr::Any(cs) => cs.iter().for_each(|c| c.programs(out)),
+            ConditionIr::Not(c) => c.programs(out),
+            ConditionIr::Cel(p) => out.push(p),
+            ConditionIr::Check { check, .. } => out.extend(check.cel.iter()),
+        }
+    }
+}
+
 /// The compiled tests of a `check`.
 #[derive(Debug, Default)]
 pub struct CheckIr {
@@ -210,6 +222,54 @@ pub struct ForEachIr {
     pub when: Option<ConditionIr>,
 }
 
+/// When a rule's own variable is evaluated: as CEL's variables are, when
+/// something reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VariableUse {
+    /// Before the check: the check (or `forEach.when`) reads it, or a
+    /// variable that one reads does.
+    Check,
+    /// Only when the rule fails: only its `messageExpression` reads it
+    /// (or a variable only that one reads).
+    Message,
+    /// Never: nothing reads it.
+    Unused,
+}
+
+impl VariableUse {
+    /// When each of `variables` is needed: `check` are the expressions
+    /// evaluated before the verdict, `message` the message's.
+    pub fn of(
+        variables: &[(String, CelProgram)],
+        check: &[&CelProgram],
+        message: Option<&CelProgram>,
+    ) -> Vec<VariableUse> {
+        let mut uses = vec![VariableUse::Unused; variables.len()];
+        // A variable reads only the ones before it: from the last one back,
+        // each one's readers are settled before it.
+        for i in (0..variables.len()).rev() {
+            let name = variables[i].0.as_str();
+            let read_by = |when: VariableUse| {
+                variables[i + 1..]
+                    .iter()
+                    .zip(&uses[i + 1..])
+                    .any(|((_, p), u)| *u == when && p.reads_variable(name))
+            };
+            uses[i] = if check.iter().any(|p| p.reads_variable(name)) || read_by(VariableUse::Check)
+            {
+                VariableUse::Check
+            } else if message.is_some_and(|p| p.reads_variable(name))
+                || read_by(VariableUse::Message)
+            {
+                VariableUse::Message
+            } else {
+                VariableUse::Unused
+            };
+        }
+        uses
+    }
+}
+
 #[derive(Debug)]
 pub struct ValidationIr {
     pub name: String,
@@ -222,6 +282,8 @@ pub struct ValidationIr {
     pub paths: Vec<Path>,
     pub check: CheckIr,
     pub variables: Vec<(String, CelProgram)>,
+    /// When each of `variables` is evaluated (see [`VariableUse`]).
+    pub variable_uses: Vec<VariableUse>,
     /// With `forEach`, `paths` are relative to each element.
     pub for_each: Option<ForEachIr>,
     /// Where the object keeps what the `scale` subresource writes: the
