@@ -437,6 +437,12 @@ struct ServeArgs {
     /// nesting); over it the rule fails closed, e.g. `--cel-cost-limit 1000000`.
     #[arg(long, env = "KATALOG_CEL_COST_LIMIT", default_value_t = katalog_lang::budget::DEFAULT_CEL_COST_LIMIT, value_parser = clap::value_parser!(u64).range(1..))]
     cel_cost_limit: u64,
+    /// Longest evaluation of a small review (a body up to 64 KiB) on the
+    /// connection thread, in seconds; beyond it the review is stopped and
+    /// evaluated on the blocking pool. 0 evaluates every review on the
+    /// pool, e.g. `--inline-limit 0.002`.
+    #[arg(long, env = "KATALOG_INLINE_LIMIT", default_value_t = 0.002)]
+    inline_limit: f64,
     /// Longest time a client may take to send its request, in seconds.
     #[arg(long, env = "KATALOG_CLIENT_TIMEOUT", default_value_t = 10.0)]
     client_timeout: f64,
@@ -1323,6 +1329,16 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     server.max_bytes_in_flight = args.max_bytes_in_flight;
     server.request_timeout = seconds(args.request_timeout, "request-timeout")?;
     server.cel_cost_limit = args.cel_cost_limit;
+    server.inline_limit = if args.inline_limit == 0.0 {
+        std::time::Duration::ZERO
+    } else {
+        seconds(args.inline_limit, "inline-limit").map_err(|_| {
+            Exit(
+                "error: --inline-limit must be 0 or a positive number of seconds".into(),
+                USAGE,
+            )
+        })?
+    };
     server.client_timeout = seconds(args.client_timeout, "client-timeout")?;
     server.tls_handshake_timeout = seconds(args.tls_handshake_timeout, "tls-handshake-timeout")?;
     server.max_pending_handshakes = args.max_pending_handshakes as usize;

@@ -12,6 +12,15 @@
 //!
 //! The server sets both per review with [`scoped`]; outside a scope the
 //! limit is [`DEFAULT_CEL_COST_LIMIT`] and there is no deadline.
+//!
+//! A *trial* ([`scoped_stopped`]) is a first attempt under a short budget
+//! whose result is only kept if the budget held: running out of its
+//! deadline, or a CEL evaluation estimated over its cost cap, does not fail
+//! the work but marks it *stopped* (and fails every later check, so the rest
+//! ends quickly); the caller throws the result away and runs the work again
+//! under the regular budget. The server's inline evaluation is one (see
+//! `katalog-runtime`'s server). The regular `cel_cost_limit` is not a trial's
+//! to stop on: over it an expression fails as it would anywhere.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -53,21 +62,72 @@ impl Budget {
     }
 }
 
+/// The trial running on this thread: its cost cap and whether it stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Trial {
+    cel_cost_cap: u64,
+    stopped: bool,
+}
+
 thread_local! {
     static CURRENT: Cell<Budget> = Cell::new(Budget::default());
+    static TRIAL: Cell<Option<Trial>> = const { Cell::new(None) };
+}
+
+/// Puts the previous budget and trial back when dropped (also on a panic).
+struct Restore(Budget, Option<Trial>);
+
+impl Restore {
+    fn enter(budget: Budget, trial: Option<Trial>) -> Restore {
+        Restore(CURRENT.replace(budget), TRIAL.replace(trial))
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        CURRENT.set(self.0);
+        TRIAL.set(self.1);
+    }
 }
 
 /// Run `work` under `budget` on this thread (the previous budget is back
-/// afterwards, also when `work` panics).
+/// afterwards, also when `work` panics). Not a trial, even inside one: its
+/// deadline fails the work.
 pub fn scoped<T>(budget: Budget, work: impl FnOnce() -> T) -> T {
-    struct Restore(Budget);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(CURRENT.with(|c| c.replace(budget)));
+    let _restore = Restore::enter(budget, None);
     work()
+}
+
+/// Run `work` as a trial under `budget`, a CEL evaluation estimated over
+/// `cel_cost_cap` stopping it too: the result, and whether the trial
+/// *stopped* (ran out of its deadline or over its cap). A stopped result is
+/// not an answer: it holds whatever the checks made of the stop (a failed
+/// rule, a failed object) and is to be thrown away. The flag starts clear
+/// in every trial.
+pub fn scoped_stopped<T>(budget: Budget, cel_cost_cap: u64, work: impl FnOnce() -> T) -> (T, bool) {
+    let _restore = Restore::enter(
+        budget,
+        Some(Trial {
+            cel_cost_cap,
+            stopped: false,
+        }),
+    );
+    let value = work();
+    (value, TRIAL.get().is_some_and(|t| t.stopped))
+}
+
+/// Marks this thread's trial stopped; false outside a trial.
+fn stop() -> bool {
+    match TRIAL.get() {
+        Some(trial) => {
+            TRIAL.set(Some(Trial {
+                stopped: true,
+                ..trial
+            }));
+            true
+        }
+        None => false,
+    }
 }
 
 /// The budget of this thread.
@@ -80,10 +140,45 @@ pub fn current() -> Budget {
 #[error("evaluation stopped: the review ran out of time (--request-timeout)")]
 pub struct DeadlineExceeded;
 
-/// An error when this thread's deadline has passed.
+/// An error when this thread's deadline has passed (in a trial: the
+/// trial stops), or when this thread's trial has stopped already.
 pub fn check_deadline() -> Result<(), DeadlineExceeded> {
+    if TRIAL.get().is_some_and(|t| t.stopped) {
+        return Err(DeadlineExceeded);
+    }
     match current().deadline {
-        Some(deadline) if Instant::now() >= deadline => Err(DeadlineExceeded),
+        Some(deadline) if Instant::now() >= deadline => {
+            stop();
+            Err(DeadlineExceeded)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A CEL evaluation estimated over the cost cap of this thread's trial: the
+/// trial stopped, the expression is not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "evaluation stopped: its estimated cost {cost} is over the cap of {cap} of a first \
+     evaluation on the connection thread (it is evaluated again off it)"
+)]
+pub struct Stopped {
+    pub cost: u64,
+    pub cap: u64,
+}
+
+/// In a trial, an error (and the trial stopped) when a CEL evaluation's
+/// estimated `cost` is over its cap; outside a trial, never. Checked after
+/// the regular `cel_cost_limit`, whose failure is an answer.
+pub fn check_trial_cost(cost: u64) -> Result<(), Stopped> {
+    match TRIAL.get() {
+        Some(trial) if cost > trial.cel_cost_cap => {
+            stop();
+            Err(Stopped {
+                cost,
+                cap: trial.cel_cost_cap,
+            })
+        }
         _ => Ok(()),
     }
 }
@@ -111,5 +206,96 @@ mod tests {
         assert_eq!(current(), Budget::default());
         let later = Budget::until(Duration::from_secs(60), 1);
         scoped(later, || assert_eq!(check_deadline(), Ok(())));
+    }
+
+    /// A quadratic check over `n` items: its estimated cost grows as n².
+    fn quadratic(n: usize) -> (crate::cel::CelProgram, serde_json::Value) {
+        let p =
+            crate::cel::CelProgram::compile("self.all(a, self.all(b, a != b || a == b))").unwrap();
+        (
+            p,
+            serde_json::Value::Array((0..n).map(Into::into).collect()),
+        )
+    }
+
+    #[test]
+    fn a_trial_is_stopped_by_its_deadline_or_its_cap_not_by_the_cost_limit() {
+        let later = Budget::until(Duration::from_secs(60), DEFAULT_CEL_COST_LIMIT);
+        let (p, list) = quadratic(50);
+        let cost = p.cost(50);
+        // Within both: an answer.
+        let (answer, stopped) = scoped_stopped(later, cost, || p.eval_bool(&[("self", &list)]));
+        assert_eq!((answer, stopped), (Ok(true), false));
+        // Past its deadline: stopped, and every later check fails.
+        let past = Budget {
+            deadline: Some(Instant::now()),
+            ..later
+        };
+        let ((), stopped) = scoped_stopped(past, u64::MAX, || {
+            assert_eq!(check_deadline(), Err(DeadlineExceeded));
+            assert_eq!(check_deadline(), Err(DeadlineExceeded));
+        });
+        assert!(stopped);
+        // Over its cap: stopped, not run; the rest stops at the next check.
+        let (answer, stopped) = scoped_stopped(later, cost - 1, || {
+            let answer = p.eval_bool(&[("self", &list)]);
+            assert_eq!(check_deadline(), Err(DeadlineExceeded));
+            answer
+        });
+        assert!(stopped);
+        let err = answer.unwrap_err().to_string();
+        assert!(
+            err.ends_with(&format!(
+                "evaluation stopped: its estimated cost {cost} is over the cap of {} of a first \
+                 evaluation on the connection thread (it is evaluated again off it)",
+                cost - 1
+            )),
+            "{err}"
+        );
+        // The next trial starts clear.
+        let (_, stopped) = scoped_stopped(later, cost, check_deadline);
+        assert!(!stopped);
+        // Over the regular cost limit, under the cap: the rule's own
+        // failure, an answer, not a stop.
+        let limited = Budget {
+            cel_cost_limit: cost - 1,
+            ..later
+        };
+        let (answer, stopped) =
+            scoped_stopped(limited, u64::MAX, || p.eval_bool(&[("self", &list)]));
+        assert!(!stopped);
+        assert!(
+            answer
+                .unwrap_err()
+                .to_string()
+                .contains("(--cel-cost-limit)"),
+            "not the cost limit's failure"
+        );
+        // Outside a trial, and in a regular scope within one, nothing stops.
+        assert_eq!(check_trial_cost(u64::MAX), Ok(()));
+        let ((), stopped) = scoped_stopped(later, 0, || {
+            scoped(past, || assert_eq!(check_deadline(), Err(DeadlineExceeded)));
+            assert_eq!(check_deadline(), Ok(()));
+        });
+        assert!(!stopped);
+        assert_eq!(current(), Budget::default());
+    }
+
+    #[test]
+    fn a_panicking_trial_leaves_no_trial_behind() {
+        let past = Budget {
+            deadline: Some(Instant::now()),
+            cel_cost_limit: 7,
+        };
+        let panicked = std::panic::catch_unwind(|| {
+            scoped_stopped(past, 0, || {
+                let _ = check_deadline();
+                panic!("boom")
+            })
+        });
+        assert!(panicked.is_err());
+        assert_eq!(current(), Budget::default());
+        assert_eq!(check_deadline(), Ok(()));
+        assert_eq!(check_trial_cost(u64::MAX), Ok(()));
     }
 }

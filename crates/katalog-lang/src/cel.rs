@@ -189,6 +189,10 @@ pub enum EvalFailure {
          per evaluation (--cel-cost-limit), for a largest list or map of {largest} items"
     )]
     OverBudget { cost: u64, limit: u64, largest: u64 },
+    /// A trial's cost cap stopped it (`budget::scoped_stopped`): the
+    /// expression was not run and the result is thrown away.
+    #[error(transparent)]
+    Stopped(#[from] crate::budget::Stopped),
     /// A bound value could not be converted to CEL.
     #[error("variable `{name}`: {reason}")]
     Variable { name: String, reason: ValueError },
@@ -743,7 +747,8 @@ impl CelProgram {
 
     /// Fails past the deadline, or when the estimated cost on the largest
     /// bound collection (`largest`, asked only of an expression that
-    /// iterates) is over the budget.
+    /// iterates) is over the budget; in a trial also over the trial's cap,
+    /// which stops the trial instead of answering.
     fn check_budget(&self, largest: impl FnOnce() -> u64) -> Result<(), CelError> {
         crate::budget::check_deadline().map_err(|reason| self.eval_error(reason))?;
         if self.inner.iterates {
@@ -757,6 +762,7 @@ impl CelProgram {
                     largest,
                 }));
             }
+            crate::budget::check_trial_cost(cost).map_err(|reason| self.eval_error(reason))?;
         }
         Ok(())
     }

@@ -34,6 +34,10 @@ pub struct Config {
     /// Largest estimated cost of one CEL evaluation (see
     /// `katalog_lang::budget`); over it the expression is not run.
     pub cel_cost_limit: u64,
+    /// How long a small review may be evaluated on the connection thread
+    /// before it is stopped and evaluated again on the blocking pool (see
+    /// `crate::server::INLINE_BODY_LIMIT`); zero: never inline.
+    pub inline_limit: Duration,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
     /// Longest TLS handshake; a connection that has not finished it by then
@@ -68,6 +72,7 @@ impl Config {
             max_bytes_in_flight: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(25),
             cel_cost_limit: katalog_lang::budget::DEFAULT_CEL_COST_LIMIT,
+            inline_limit: Duration::from_millis(2),
             client_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(5),
             max_pending_handshakes: 8192,

@@ -61,6 +61,40 @@ pub struct HashLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlaceLabels {
+    /// `inline`, `pool` or `inline_stopped`.
+    pub place: String,
+}
+
+/// `katalog_evaluations_total{place}`: where reviews were evaluated. The
+/// three series exist from the start and are counted without a look-up.
+pub struct Evaluations {
+    /// Answered from an evaluation on the connection (actix worker) thread.
+    pub inline: Counter,
+    /// Evaluated on the blocking pool (a stopped inline attempt's review too).
+    pub pool: Counter,
+    /// Inline attempts stopped by the inline limit, then evaluated on the pool.
+    pub inline_stopped: Counter,
+}
+
+impl Evaluations {
+    fn new(family: &Family<PlaceLabels, Counter>) -> Self {
+        let place = |place: &str| {
+            family
+                .get_or_create(&PlaceLabels {
+                    place: place.into(),
+                })
+                .clone()
+        };
+        Evaluations {
+            inline: place("inline"),
+            pool: place("pool"),
+            inline_stopped: place("inline_stopped"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
 }
@@ -91,6 +125,7 @@ pub struct Metrics {
     pub cert_reload_failures: Counter,
     /// Reviews being answered right now.
     pub in_flight: Gauge,
+    pub evaluations: Evaluations,
     /// When the serving certificate expires (Unix seconds).
     pub cert_expiry: Gauge,
     /// 1 while this replica holds the leader Lease, else 0; only exported
@@ -101,6 +136,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("katalog");
+        let evaluations: Family<PlaceLabels, Counter> = Family::default();
         let m = Metrics {
             conversion_requests: Family::default(),
             conversion_duration: Family::new_with_constructor(latency_histogram),
@@ -115,6 +151,7 @@ impl Default for Metrics {
             cert_reloads: Counter::default(),
             cert_reload_failures: Counter::default(),
             in_flight: Gauge::default(),
+            evaluations: Evaluations::new(&evaluations),
             cert_expiry: Gauge::default(),
             leader: Family::default(),
             registry: Registry::default(),
@@ -183,6 +220,11 @@ impl Default for Metrics {
             "reviews_in_flight",
             "Reviews being answered right now",
             m.in_flight.clone(),
+        );
+        registry.register(
+            "evaluations",
+            "Review evaluations, by place: inline, pool, or inline_stopped (stopped by --inline-limit, then evaluated on the pool)",
+            evaluations,
         );
         registry.register(
             "certificate_expiry_timestamp_seconds",
@@ -325,6 +367,16 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("katalog_build_info{version="), "{text}");
+        // Every place is there from the start.
+        m.evaluations.inline.inc();
+        let text = m.render();
+        for line in [
+            r#"katalog_evaluations_total{place="inline"} 1"#,
+            r#"katalog_evaluations_total{place="pool"} 0"#,
+            r#"katalog_evaluations_total{place="inline_stopped"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     /// The series the alerts of deploy/monitoring read: the leader gauge

@@ -2,8 +2,9 @@
 //! reload), the certificate, metrics and stats. Reloading reads the files
 //! named in the [`Config`]; watching them is [`crate::reload`]'s.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 use katalog_lang::Ir;
@@ -50,6 +51,45 @@ pub struct State {
     pub stats: Stats,
     /// Request bytes held by the reviews in flight (`--max-bytes-in-flight`).
     pub bytes_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether small reviews are evaluated inline (closed for a while after
+    /// one was stopped).
+    pub inline_gate: InlineGate,
+}
+
+/// Closes inline evaluation for a while: a Katalog whose reviews overrun the
+/// inline limit would otherwise pay for the stopped attempt on every review.
+pub struct InlineGate {
+    /// What `closed_until` counts from.
+    epoch: Instant,
+    /// Nanoseconds after `epoch` until which the gate is closed.
+    closed_until: AtomicU64,
+}
+
+impl Default for InlineGate {
+    fn default() -> Self {
+        InlineGate {
+            epoch: Instant::now(),
+            closed_until: AtomicU64::new(0),
+        }
+    }
+}
+
+impl InlineGate {
+    fn since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether inline evaluation is open at `now`.
+    pub fn is_open(&self, now: Instant) -> bool {
+        self.since_epoch(now) >= self.closed_until.load(Ordering::Relaxed)
+    }
+
+    /// Close inline evaluation for `period` from `now` (never shortens a
+    /// closing already under way).
+    pub fn close_for(&self, now: Instant, period: Duration) {
+        let until = self.since_epoch(now.checked_add(period).unwrap_or(now));
+        self.closed_until.fetch_max(until, Ordering::Relaxed);
+    }
 }
 
 fn fnv1a(parts: &[&[u8]]) -> String {
@@ -90,6 +130,7 @@ impl State {
             metrics: Metrics::default(),
             stats: Stats::default(),
             bytes_in_flight: Arc::default(),
+            inline_gate: InlineGate::default(),
         };
         state.record_cert_expiry();
         state
@@ -295,6 +336,20 @@ mod tests {
         .unwrap();
         let config = Config::new(katalog, "unused.crt".into(), "unused.key".into());
         State::new(config, Arc::new(ReloadingCert::new(key)))
+    }
+
+    #[test]
+    fn the_inline_gate_closes_for_a_period() {
+        let gate = InlineGate::default();
+        let now = Instant::now();
+        assert!(gate.is_open(now));
+        gate.close_for(now, Duration::from_secs(10));
+        assert!(!gate.is_open(now));
+        assert!(!gate.is_open(now + Duration::from_millis(9_999)));
+        assert!(gate.is_open(now + Duration::from_secs(10)));
+        // A shorter closing does not reopen it earlier.
+        gate.close_for(now, Duration::from_secs(1));
+        assert!(!gate.is_open(now + Duration::from_secs(5)));
     }
 
     #[test]

@@ -1180,3 +1180,168 @@ fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
         "a certificate of the replaced CA is refused"
     );
 }
+
+/// `katalog_evaluations_total` by place: (inline, pool, inline_stopped).
+fn evaluations(probe: &mut HttpsClient) -> (u64, u64, u64) {
+    let metrics = probe.get("/metrics").unwrap().text();
+    let count = |place: &str| {
+        let series = format!("katalog_evaluations_total{{place=\"{place}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series}in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    (count("inline"), count("pool"), count("inline_stopped"))
+}
+
+#[test]
+fn a_small_review_is_evaluated_inline() {
+    let scratch = Scratch::new("inline-katalog");
+    std::fs::write(scratch.path("k.yaml"), ADMISSION_KATALOG).unwrap();
+    // The default inline limit (2 ms); this Katalog has no CEL, whose
+    // evaluations are what checks it, so a slow debug build is not stopped.
+    let h = Harness::start("inline", Some(&scratch.path("k.yaml")), |_| {});
+    let mut c = h.client();
+    let r = c
+        .post_json("/validate", &pod_review("docker.io/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["allowed"], false, "{r}");
+    assert!(
+        r["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[internal-images]"),
+        "{r}"
+    );
+    let r = c
+        .post_json("/mutate", &pod_review("registry.internal/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["patchType"], "JSONPatch", "{r}");
+    assert_eq!(evaluations(&mut c), (2, 0, 0));
+    assert_eq!(in_flight_gauge(&mut c), "katalog_reviews_in_flight 0");
+    drop(h);
+
+    // A ConversionReview too.
+    let h = Harness::start("inline-convert", Some(&crontab()), |c| {
+        c.inline_limit = Duration::from_secs(60);
+    });
+    let mut c = h.client();
+    let body = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![crontab_object(1, "v1")],
+    );
+    let r = c.post_json("/convert", &body).unwrap().json().unwrap();
+    assert_eq!(r["response"]["result"]["status"], "Success", "{r}");
+    assert_eq!(evaluations(&mut c), (1, 0, 0));
+}
+
+#[test]
+fn with_no_inline_limit_every_review_goes_to_the_pool() {
+    let scratch = Scratch::new("no-inline-katalog");
+    std::fs::write(scratch.path("k.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("no-inline", Some(&scratch.path("k.yaml")), |c| {
+        c.inline_limit = Duration::ZERO;
+    });
+    let mut c = h.client();
+    for _ in 0..2 {
+        let r = c
+            .post_json("/validate", &pod_review("registry.internal/app"))
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(r["response"]["allowed"], true, "{r}");
+    }
+    assert_eq!(evaluations(&mut c), (0, 2, 0));
+}
+
+/// A CREATE review of a Pod with `n` containers (`n` ≥ 2) whose last one
+/// takes the name of the one before it, with another image: the quadratic
+/// checks of [`many_slow_rules`] fail, but only near their end.
+fn duplicate_name_review(n: usize) -> Vec<u8> {
+    let mut review: Value = serde_json::from_slice(&slow_review(n)).unwrap();
+    let containers = &mut review["request"]["object"]["spec"]["containers"];
+    containers[n - 1] = json!({"name": format!("c{}", n - 2), "image": "registry.internal/other"});
+    serde_json::to_vec(&review).unwrap()
+}
+
+#[test]
+fn a_review_stopped_inline_is_answered_from_the_pool_and_closes_inline() {
+    let scratch = Scratch::new("inline-stopped");
+    std::fs::write(scratch.path("k.yaml"), many_slow_rules(5)).unwrap();
+    // Stopped by the inline deadline: over 80 containers each rule is
+    // estimated under the inline cost cap (100,000) but takes about 8 ms in
+    // a debug build, so the second rule at the latest finds it passed.
+    let h = Harness::start("inline-stopped", Some(&scratch.path("k.yaml")), |c| {
+        c.inline_limit = Duration::from_millis(1);
+    });
+    let mut c = h.client();
+    let r = c
+        .post_json("/validate", &duplicate_name_review(80))
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = r.json().unwrap();
+    // The verdict of every rule run to its end, none stopped.
+    assert_eq!(r["response"]["allowed"], false, "{r}");
+    let message = r["response"]["status"]["message"].as_str().unwrap();
+    for i in 0..5 {
+        assert!(
+            message.contains(&format!("[q{i}] the object fails `")),
+            "{message}"
+        );
+    }
+    for stop in [
+        "evaluation stopped",
+        "failed to evaluate",
+        "--cel-cost-limit",
+    ] {
+        assert!(!message.contains(stop), "{message}");
+    }
+    assert_eq!(evaluations(&mut c), (0, 1, 1));
+    // Inline is closed for 10 s: a small review goes to the pool.
+    let r = c.post_json("/validate", &slow_review(3)).unwrap();
+    assert_eq!(r.json().unwrap()["response"]["allowed"], true);
+    assert_eq!(evaluations(&mut c), (0, 2, 1));
+    assert_eq!(in_flight_gauge(&mut c), "katalog_reviews_in_flight 0");
+    drop(h);
+
+    // Stopped by the inline cost cap: over 100 containers one rule is
+    // estimated at 131,006, so the attempt stops before it runs, however
+    // long the inline limit.
+    let h = Harness::start("inline-capped", Some(&scratch.path("k.yaml")), |c| {
+        c.inline_limit = Duration::from_secs(60);
+    });
+    let mut c = h.client();
+    let r = c.post_json("/validate", &slow_review(100)).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = r.json().unwrap();
+    assert_eq!(r["response"]["allowed"], true, "{r}");
+    assert_eq!(evaluations(&mut c), (0, 1, 1));
+}
+
+#[test]
+fn a_review_over_64_kib_goes_to_the_pool() {
+    let scratch = Scratch::new("large-admission");
+    std::fs::write(scratch.path("k.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("large-admission", Some(&scratch.path("k.yaml")), |c| {
+        c.inline_limit = Duration::from_secs(60);
+    });
+    let mut c = h.client();
+    let small = pod_review("registry.internal/app");
+    let mut review: Value = serde_json::from_slice(&small).unwrap();
+    review["request"]["object"]["metadata"]["annotations"] =
+        json!({"example.com/blob": "x".repeat(64 * 1024)});
+    let large = serde_json::to_vec(&review).unwrap();
+    assert!(large.len() > 64 * 1024, "{}", large.len());
+    for body in [&small, &large] {
+        let r = c.post_json("/validate", body).unwrap().json().unwrap();
+        assert_eq!(r["response"]["allowed"], true, "{r}");
+    }
+    assert_eq!(evaluations(&mut c), (1, 1, 0));
+}
