@@ -1155,8 +1155,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     if let Some(when) = for_each.as_ref().and_then(|f| f.when.as_ref()) {
         when.programs(&mut before_verdict);
     }
-    let variable_uses =
-        super::VariableUse::of(&vars, &before_verdict, message_expression.as_ref());
+    let variable_uses = super::VariableUse::of(&vars, &before_verdict, message_expression.as_ref());
     Some(ValidationIr {
         name: v.name.clone(),
         matcher,

@@ -1321,7 +1321,7 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
     }
     let mut current = original.clone();
     for (i, m) in adm.mutations.iter().enumerate() {
-        if !picked(i) {
+        if !picked(i) || !may_apply(ir, m, input) {
             continue;
         }
         let here = AdmissionInput {
@@ -1400,6 +1400,26 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
         .collect();
     if !verdict.patch.is_empty() {
         verdict.patched = Some(current);
+    }
+}
+
+/// Whether mutation `m` may apply to `input`, from what the mutations
+/// before it cannot change (resource, version, operation): when not, the
+/// object is not copied for it. The rest of its match is decided on the
+/// object as the mutations before it left it.
+fn may_apply(ir: &Ir, m: &MutationIr, input: &AdmissionInput) -> bool {
+    match versions::target(ir, &m.matcher, input) {
+        Target::NotMatched => false,
+        // The match is decided on the converted view.
+        Target::Convert(_) => true,
+        Target::AsIs => {
+            (m.matcher.operations.contains(&input.operation)
+                && m.matcher
+                    .resources
+                    .iter()
+                    .any(|r| r.matches(&input.group, &input.version, &input.resource)))
+                || autogen::applies(&m.matcher, input)
+        }
     }
 }
 
