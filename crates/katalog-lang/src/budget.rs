@@ -67,6 +67,36 @@ impl Budget {
 struct Trial {
     cel_cost_cap: u64,
     stopped: bool,
+    /// Its deadline is on this thread's CPU time: when the (wall-clock)
+    /// deadline passes, a thread that was preempted meanwhile is given the
+    /// rest of its `limit` again, up to `wall_cap` (see [`check_deadline`]).
+    cpu: Option<CpuClock>,
+}
+
+/// A trial's CPU-time limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CpuClock {
+    /// This thread's CPU time when the trial began.
+    start: Duration,
+    /// How much CPU time the trial may use.
+    limit: Duration,
+    /// However little CPU it used, the trial stops here.
+    wall_cap: Instant,
+}
+
+/// How far past its limit a preempted trial may run on the wall clock
+/// (in multiples of the limit): on a busy machine a connection thread is
+/// preempted for a few milliseconds at a time, which is not the trial's
+/// work.
+pub const TRIAL_WALL_FACTOR: u32 = 10;
+
+/// The CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 thread_local! {
@@ -104,12 +134,29 @@ pub fn scoped<T>(budget: Budget, work: impl FnOnce() -> T) -> T {
 /// not an answer: it holds whatever the checks made of the stop (a failed
 /// rule, a failed object) and is to be thrown away. The flag starts clear
 /// in every trial.
+///
+/// The deadline counts this thread's CPU time: when it passes on the wall
+/// clock while the thread has used less CPU than the budget gave (it was
+/// preempted), the trial goes on for the rest, up to
+/// [`TRIAL_WALL_FACTOR`] times the budget on the wall clock.
 pub fn scoped_stopped<T>(budget: Budget, cel_cost_cap: u64, work: impl FnOnce() -> T) -> (T, bool) {
+    let cpu = budget.deadline.map(|deadline| {
+        let now = Instant::now();
+        let limit = deadline.saturating_duration_since(now);
+        CpuClock {
+            start: thread_cpu_time(),
+            limit,
+            wall_cap: now
+                .checked_add(limit.saturating_mul(TRIAL_WALL_FACTOR))
+                .unwrap_or(deadline),
+        }
+    });
     let _restore = Restore::enter(
         budget,
         Some(Trial {
             cel_cost_cap,
             stopped: false,
+            cpu,
         }),
     );
     let value = work();
@@ -148,11 +195,34 @@ pub fn check_deadline() -> Result<(), DeadlineExceeded> {
     }
     match current().deadline {
         Some(deadline) if Instant::now() >= deadline => {
-            stop();
-            Err(DeadlineExceeded)
+            if !preempted() {
+                stop();
+                return Err(DeadlineExceeded);
+            }
+            Ok(())
         }
         _ => Ok(()),
     }
+}
+
+/// In a trial past its wall-clock deadline: whether it has used less CPU
+/// than its limit (and is within its wall cap); if so, its deadline moves
+/// to when the rest of the limit is used up.
+fn preempted() -> bool {
+    let Some(Trial { cpu: Some(cpu), .. }) = TRIAL.get() else {
+        return false;
+    };
+    let now = Instant::now();
+    let used = thread_cpu_time().saturating_sub(cpu.start);
+    if used >= cpu.limit || now >= cpu.wall_cap {
+        return false;
+    }
+    let rest = now.checked_add(cpu.limit - used).unwrap_or(cpu.wall_cap);
+    CURRENT.set(Budget {
+        deadline: Some(rest.min(cpu.wall_cap)),
+        ..current()
+    });
+    true
 }
 
 /// A CEL evaluation estimated over the cost cap of this thread's trial: the
@@ -279,6 +349,36 @@ mod tests {
         });
         assert!(!stopped);
         assert_eq!(current(), Budget::default());
+    }
+
+    #[test]
+    fn a_trial_counts_its_threads_cpu_time_up_to_a_wall_cap() {
+        let budget = |ms| Budget::until(Duration::from_millis(ms), DEFAULT_CEL_COST_LIMIT);
+        // Off the CPU past the wall-clock deadline (as when preempted), and
+        // within the wall cap: the trial goes on.
+        let (checked, stopped) = scoped_stopped(budget(20), u64::MAX, || {
+            std::thread::sleep(Duration::from_millis(40));
+            check_deadline()
+        });
+        assert_eq!((checked, stopped), (Ok(()), false));
+        // Past the wall cap, however little CPU it used: stopped.
+        let (checked, stopped) = scoped_stopped(budget(2), u64::MAX, || {
+            std::thread::sleep(Duration::from_millis(2 * u64::from(TRIAL_WALL_FACTOR) + 5));
+            check_deadline()
+        });
+        assert_eq!((checked, stopped), (Err(DeadlineExceeded), true));
+        // On the CPU past its limit: stopped (the loop ends by itself).
+        let (checked, stopped) = scoped_stopped(budget(5), u64::MAX, || {
+            let start = thread_cpu_time();
+            let give_up = Instant::now() + Duration::from_secs(10);
+            while thread_cpu_time().saturating_sub(start) < Duration::from_millis(10)
+                && Instant::now() < give_up
+            {
+                std::hint::black_box(start);
+            }
+            check_deadline()
+        });
+        assert_eq!((checked, stopped), (Err(DeadlineExceeded), true));
     }
 
     #[test]
