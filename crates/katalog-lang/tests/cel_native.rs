@@ -190,6 +190,13 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             "[?object.spec.?nodeName, ?object.spec.?hostNetwork, 1]",
             json!([true, 1]),
         ),
+        // Optional chains as list elements, present and absent at each depth.
+        (
+            "[?object.spec.containers[?0].?name, ?object.spec.?securityContext.?sysctls[?0].?name, \
+              ?object.spec.?missing.?deeper, ?object.spec.containers[?9].?name, \
+              ?object.spec.containers[?1].?securityContext.?privileged]",
+            json!(["c", "kernel.shm_rmid_forced"]),
+        ),
         (
             "'a/b:c'.substring('a/b:c'.lastIndexOf('/') + 1).indexOf(':')",
             json!(1),

@@ -441,6 +441,12 @@ pub(super) fn eval<'n, 'a: 'n>(expr: &'a IdedExpr, env: &mut Env<'n, 'a>) -> Opt
         Expr::List(list) => {
             let mut items = Vec::with_capacity(list.elements.len());
             for (i, element) in list.elements.iter().enumerate() {
+                // `[?x.?a.?b]`: the chain followed without an optional
+                // value made at each step.
+                if env.call(element) == Func::OptIndex && list.optional_indices.contains(&i) {
+                    items.extend(eval_opt(element, env)?);
+                    continue;
+                }
                 match eval(element, env)? {
                     // `[?x]`: an element only when the optional has a value.
                     V::Opt(inner) if list.optional_indices.contains(&i) => {
