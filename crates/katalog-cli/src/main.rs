@@ -1289,13 +1289,13 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
         LogFormatArg::Json => katalog_runtime::LogFormat::Json,
     });
     let seconds = |s: f64, flag: &str| {
-        if s.is_finite() && s > 0.0 {
-            Ok(std::time::Duration::from_secs_f64(s))
-        } else {
-            Err(Exit(
+        match std::time::Duration::try_from_secs_f64(s) {
+            // Finite, positive and within a Duration (`1e20` is not).
+            Ok(d) if s > 0.0 => Ok(d),
+            _ => Err(Exit(
                 format!("error: --{flag} must be a positive number of seconds"),
                 USAGE,
-            ))
+            )),
         }
     };
     let certificate = match (&args.self_signed_secret, args.tls_cert, args.tls_key) {

@@ -18,6 +18,31 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
+    // Past what a Duration holds: a usage error, not a panic.
+    Case {
+        name: "serve-inline-limit-too-large",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--inline-limit",
+            "1e20",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "serve-request-timeout-too-large",
+        args: &[
+            "serve",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--request-timeout",
+            "1e20",
+        ],
+        stdin: None,
+        code: 2,
+    },
     Case {
         name: "serve-self-signed-bad-secret",
         args: &[

@@ -1012,6 +1012,11 @@ impl<'a> CelValue<'a> {
         self.0.depth
     }
 
+    /// The field `name` of a map of variables.
+    pub(crate) fn field(&self, name: &str) -> Option<&CelValue<'a>> {
+        self.fields()?.get(name)
+    }
+
     fn fields(&self) -> Option<&native::Fields<'a>> {
         match &self.0.kind {
             ValueKind::Fields(fields) => Some(fields),

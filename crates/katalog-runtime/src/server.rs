@@ -256,10 +256,12 @@ async fn evaluate<T: Send + 'static>(
         && !config.inline_limit.is_zero()
         && state.inline_gate.is_open(began)
     {
-        let budget = katalog_lang::budget::Budget::until(
-            config.inline_limit.min(config.request_timeout),
-            config.cel_cost_limit,
-        );
+        // A preempted trial may run TRIAL_WALL_FACTOR times its limit on
+        // the wall clock: that too stays within the request timeout.
+        let limit = config
+            .inline_limit
+            .min(config.request_timeout / katalog_lang::budget::TRIAL_WALL_FACTOR);
+        let budget = katalog_lang::budget::Budget::until(limit, config.cel_cost_limit);
         match try_inline(budget, &work) {
             Inline::Answered(value) => {
                 evaluations.inline.inc();

@@ -1,6 +1,6 @@
 //! Evaluate admission rules for one request: values in, verdict out.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -54,6 +54,10 @@ pub enum EvalError {
     /// A mutation could not be applied to the object.
     #[error(transparent)]
     Mutation(#[from] MutationError),
+    /// The review's deadline passed before the rule (or during a long
+    /// check, e.g. `unique` over many values).
+    #[error(transparent)]
+    Deadline(#[from] crate::budget::DeadlineExceeded),
 }
 
 /// Why a mutation could not change the object.
@@ -362,7 +366,7 @@ impl<'i> Activation<'i> {
         match self
             .failed
             .iter()
-            .find(|(name, _)| uses_variable(prog.source(), name))
+            .find(|(name, _)| prog.reads_variable(name))
         {
             Some((name, e)) => Err(EvalError::Variable {
                 name: name.clone(),
@@ -487,17 +491,6 @@ struct Vars<'i, 'e> {
     element: Option<(&'e Value, Value)>,
 }
 
-/// Whether a CEL expression reads `variables.NAME`.
-fn uses_variable(source: &str, name: &str) -> bool {
-    let needle = format!("variables.{name}");
-    source.match_indices(&needle).any(|(i, _)| {
-        !source[i + needle.len()..]
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
-}
-
 impl<'i, 'e> Vars<'i, 'e> {
     fn new(adm: &'i AdmissionIr, input: &'i AdmissionInput) -> Self {
         let mut activation = Activation {
@@ -530,37 +523,53 @@ impl<'i, 'e> Vars<'i, 'e> {
             .eval(prog, this, self.element.as_ref(), local)
     }
 
-    /// The Katalog-wide variables plus those of a rule's own that are
-    /// needed `now` (see [`VariableUse`]), over `base` (the rule's variables
-    /// evaluated before, if any). A rule's variables are evaluated before
-    /// its `forEach`: they see no `element`.
-    fn with_locals(
-        &self,
-        v: &'i ValidationIr,
-        now: VariableUse,
-        base: Option<&CelValue<'i>>,
-    ) -> Result<Option<CelValue<'i>>, EvalError> {
-        if !v.variable_uses.contains(&now) {
-            return Ok(base.cloned());
+    /// The Katalog-wide variables plus the rule's own its check reads (see
+    /// [`VariableUse`]), evaluated in order. A rule's variables are
+    /// evaluated before its `forEach`: they see no `element`.
+    fn check_locals(&self, v: &'i ValidationIr) -> Result<Option<CelValue<'i>>, EvalError> {
+        if !v.variable_uses.contains(&VariableUse::Check) {
+            return Ok(None);
         }
-        let mut vars = base.unwrap_or(&self.activation.variables).clone();
+        let mut vars = self.activation.variables.clone();
         for ((name, prog), _) in v
             .variables
             .iter()
             .zip(&v.variable_uses)
-            .filter(|(_, u)| **u == now)
+            .filter(|(_, u)| **u == VariableUse::Check)
         {
-            let value = self
-                .activation
-                .eval_value(prog, Some(&vars))
-                .map_err(|e| match now {
-                    // The rule is evaluated; its message is what fails.
-                    VariableUse::Message => EvalError::Variable {
+            let value = self.activation.eval_value(prog, Some(&vars))?;
+            vars.set_field(name, &value);
+        }
+        Ok(Some(vars))
+    }
+
+    /// The variables the rule's message sees: the Katalog-wide ones and the
+    /// rule's own that its check or its message reads, in order, each
+    /// seeing only those declared before it. A check's variable is taken
+    /// from `checked` (evaluated when it is not there: the `scale`
+    /// subresource's immutability check reads none), a message's is
+    /// evaluated; the one that fails is named.
+    fn message_locals(
+        &self,
+        v: &'i ValidationIr,
+        checked: Option<&CelValue<'i>>,
+    ) -> Result<Option<CelValue<'i>>, EvalError> {
+        let complete = checked.is_some() || !v.variable_uses.contains(&VariableUse::Check);
+        if complete && !v.variable_uses.contains(&VariableUse::Message) {
+            return Ok(checked.cloned());
+        }
+        let mut vars = self.activation.variables.clone();
+        for ((name, prog), used) in v.variables.iter().zip(&v.variable_uses) {
+            let value = match (used, checked.and_then(|c| c.field(name))) {
+                (VariableUse::Unused, _) => continue,
+                (VariableUse::Check, Some(value)) => value.clone(),
+                _ => self.activation.eval_value(prog, Some(&vars)).map_err(|e| {
+                    EvalError::Variable {
                         name: name.clone(),
                         reason: Box::new(e),
-                    },
-                    _ => e,
-                })?;
+                    }
+                })?,
+            };
             vars.set_field(name, &value);
         }
         Ok(Some(vars))
@@ -806,6 +815,10 @@ fn run_check(
             .filter_map(|(p, v)| v.map(|v| (p, v)))
             .collect();
         for (i, (p, v)) in values.iter().enumerate() {
+            // Quadratic in the values: a long list checks the deadline.
+            if i % 256 == 255 {
+                crate::budget::check_deadline()?;
+            }
             if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
                 out.push(format!(
                     "{} repeats the value {} of {}",
@@ -1200,6 +1213,8 @@ fn validate<'i>(
         (input, &v.check)
     };
     let outcome = (|| -> Result<Option<String>, EvalError> {
+        // Rules without CEL check no deadline of their own.
+        crate::budget::check_deadline()?;
         let matched = if pod_view {
             matches_scope(&v.matcher, input, Some(vars))?
         } else {
@@ -1209,17 +1224,25 @@ fn validate<'i>(
             return Ok(None);
         }
         verdict.matched.push(v.name.clone());
-        let locals = vars.with_locals(v, VariableUse::Check, None)?;
+        // The `scale` subresource's immutability check reads no variable.
+        let locals = if implied { None } else { vars.check_locals(v)? };
+        // Built once, when the first message needs them.
+        let message_locals = OnceCell::new();
+        let for_message = || {
+            message_locals
+                .get_or_init(|| vars.message_locals(v, locals.as_ref()))
+                .clone()
+        };
         let Some(each) = &v.for_each else {
             let violations = run_check(check, &v.paths, input, vars, locals.as_ref())?;
             return Ok((!violations.is_empty())
-                .then(|| violation_message(v, vars, violations, locals.as_ref())));
+                .then(|| violation_message(v, vars, violations, &for_message)));
         };
         let mut parts = Vec::new();
         for (scope, label) in for_each_scopes(each, input, vars)? {
             let violations = run_check(check, &v.paths, input, &scope, locals.as_ref())?;
             if !violations.is_empty() {
-                let message = violation_message(v, &scope, violations, locals.as_ref());
+                let message = violation_message(v, &scope, violations, &for_message);
                 parts.push(format!("{label}: {message}"));
             }
         }
@@ -1281,13 +1304,10 @@ fn violation_message<'i>(
     v: &'i ValidationIr,
     vars: &Vars<'i, '_>,
     violations: Vec<String>,
-    locals: Option<&CelValue<'i>>,
+    locals: &dyn Fn() -> Result<Option<CelValue<'i>>, EvalError>,
 ) -> String {
     let custom = match &v.message_expression {
-        Some(prog) => match vars
-            .with_locals(v, VariableUse::Message, locals)
-            .and_then(|locals| vars.eval(prog, None, locals.as_ref()))
-        {
+        Some(prog) => match locals().and_then(|locals| vars.eval(prog, None, locals.as_ref())) {
             Ok(Value::String(s)) => Some(s),
             Ok(other) => Some(format!(
                 "{} (messageExpression gave {})",
@@ -2000,6 +2020,32 @@ mod tests {
 
     fn p(text: &str) -> Path {
         Path::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_rule_without_cel_checks_the_deadline_and_stops_a_trial() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  admission:\n    validations:\n      - {name: u, resources: [v1/pods], path: 'spec.containers[*].name', check: {unique: true}}\n";
+        let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+        let containers: Vec<Value> = (0..600).map(|i| json!({"name": format!("c{i}")})).collect();
+        let input = SimulatedRequest {
+            object: Some(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"}, "spec": {"containers": containers}})),
+            ..SimulatedRequest::default()
+        }
+        .to_input(&ir)
+        .expect("input");
+        assert!(evaluate(&ir, &input, Endpoint::Validate).allowed);
+        let past = crate::budget::Budget {
+            deadline: Some(std::time::Instant::now()),
+            ..crate::budget::Budget::default()
+        };
+        let (verdict, stopped) = crate::budget::scoped_stopped(past, u64::MAX, || {
+            evaluate(&ir, &input, Endpoint::Validate)
+        });
+        assert!(stopped, "the trial went on past its deadline");
+        assert_eq!(
+            verdict.denials[0].message,
+            "failed to evaluate the rule: evaluation stopped: the review ran out of time (--request-timeout)"
+        );
     }
 
     #[test]
