@@ -1341,7 +1341,12 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
     }
     let mut current = original.clone();
     for (i, m) in adm.mutations.iter().enumerate() {
-        if !picked(i) || !may_apply(ir, m, input) {
+        if !picked(i) {
+            continue;
+        }
+        // Decided before the object is copied for the mutation.
+        let applies = applies(ir, m, input);
+        if applies == Applies::Not {
             continue;
         }
         let here = AdmissionInput {
@@ -1355,11 +1360,11 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
                 message,
             })
         };
-        match versions::target(ir, &m.matcher, &here) {
-            Target::NotMatched => continue,
+        match applies {
+            Applies::Not => continue,
             // A mutation written against another version of a declared
             // resource changes the object there; the result is converted back.
-            Target::Convert(version) => {
+            Applies::Converted(version) => {
                 let view = match versions::view_at(ir, &here, version) {
                     Ok(view) => view,
                     Err(e) => {
@@ -1386,17 +1391,12 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
                     }
                 }
             }
-            Target::AsIs => {
+            Applies::AsIs => {
                 let vars = Vars::new(adm, &here);
-                if m.matcher
-                    .resources
-                    .iter()
-                    .any(|r| r.matches(&input.group, &input.version, &input.resource))
-                {
-                    run_mutation(m, &here, &vars, &mut current, verdict, false);
-                } else if autogen::applies(&m.matcher, input)
-                    && let Some(pod) = autogen::pod_view(&here)
-                {
+                run_mutation(m, &here, &vars, &mut current, verdict, false);
+            }
+            Applies::PodView => {
+                if let Some(pod) = autogen::pod_view(&here) {
                     // Autogen: mutate the pod view, then write it back into the template.
                     let mut vars = Vars::new(adm, &pod.input);
                     vars.shown_at = pod.template.clone();
@@ -1423,23 +1423,40 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
     }
 }
 
-/// Whether mutation `m` may apply to `input`, from what the mutations
-/// before it cannot change (resource, version, operation): when not, the
-/// object is not copied for it. The rest of its match is decided on the
-/// object as the mutations before it left it.
-fn may_apply(ir: &Ir, m: &MutationIr, input: &AdmissionInput) -> bool {
+/// How mutation `m` may apply to `input`, from what the mutations before
+/// it cannot change (resource, version, operation); the rest of its match
+/// is decided on the object as they left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applies<'a> {
+    /// It cannot: the object is not even copied for it.
+    Not,
+    /// On the object as sent.
+    AsIs,
+    /// On the object converted to this version, then converted back.
+    Converted(&'a str),
+    /// On the pod template of a controller (autogen).
+    PodView,
+}
+
+fn applies<'a>(ir: &Ir, m: &'a MutationIr, input: &AdmissionInput) -> Applies<'a> {
     match versions::target(ir, &m.matcher, input) {
-        Target::NotMatched => false,
-        // The match is decided on the converted view.
-        Target::Convert(_) => true,
-        Target::AsIs => {
-            (m.matcher.operations.contains(&input.operation)
-                && m.matcher
-                    .resources
-                    .iter()
-                    .any(|r| r.matches(&input.group, &input.version, &input.resource)))
-                || autogen::applies(&m.matcher, input)
+        Target::NotMatched => Applies::Not,
+        // The operation is decided on the converted view.
+        Target::Convert(version) => Applies::Converted(version),
+        Target::AsIs
+            if m.matcher
+                .resources
+                .iter()
+                .any(|r| r.matches(&input.group, &input.version, &input.resource)) =>
+        {
+            if m.matcher.operations.contains(&input.operation) {
+                Applies::AsIs
+            } else {
+                Applies::Not
+            }
         }
+        Target::AsIs if autogen::applies(&m.matcher, input) => Applies::PodView,
+        Target::AsIs => Applies::Not,
     }
 }
 
