@@ -52,14 +52,12 @@ struct CelScope {
     element_base: Option<Path>,
 }
 
-/// What every admission expression sees.
-const CEL_BINDINGS: [&str; 5] = [
-    "object",
-    "oldObject",
-    "request",
-    "namespaceObject",
-    "variables",
-];
+/// What every admission expression sees: the request's parts
+/// ([`crate::cel::REQUEST`]) and the variables.
+const CEL_BINDINGS: [&str; 5] = {
+    let [object, old_object, request, namespace_object] = crate::cel::REQUEST;
+    [object, old_object, request, namespace_object, "variables"]
+};
 
 impl Ctx<'_> {
     fn error(

@@ -350,12 +350,14 @@ impl<'i> Activation<'i> {
     /// What CEL sees of `input`: read in place, converted for cel's
     /// interpreter only when an expression needs it.
     fn bindings(input: &AdmissionInput) -> CelBindings<'_> {
+        // The names a request-only expression reads (`cel::REQUEST`).
+        let [object, old_object, request, namespace_object] = crate::cel::REQUEST;
         CelBindings::new(&[
-            ("object", input.object.as_ref().unwrap_or(&NULL)),
-            ("oldObject", input.old_object.as_ref().unwrap_or(&NULL)),
-            ("request", &input.request),
+            (object, input.object.as_ref().unwrap_or(&NULL)),
+            (old_object, input.old_object.as_ref().unwrap_or(&NULL)),
+            (request, &input.request),
             (
-                "namespaceObject",
+                namespace_object,
                 input.namespace_object.as_ref().unwrap_or(&NULL),
             ),
         ])
