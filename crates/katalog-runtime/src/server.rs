@@ -256,12 +256,8 @@ async fn evaluate<T: Send + 'static>(
         && !config.inline_limit.is_zero()
         && state.inline_gate.is_open(began)
     {
-        // A preempted trial may run TRIAL_WALL_FACTOR times its limit on
-        // the wall clock: that too stays within the request timeout.
-        let limit = config
-            .inline_limit
-            .min(config.request_timeout / katalog_lang::budget::TRIAL_WALL_FACTOR);
-        let budget = katalog_lang::budget::Budget::until(limit, config.cel_cost_limit);
+        let budget =
+            katalog_lang::budget::Budget::until(inline_limit(config), config.cel_cost_limit);
         match try_inline(budget, &work) {
             Inline::Answered(value) => {
                 evaluations.inline.inc();
@@ -286,6 +282,16 @@ async fn evaluate<T: Send + 'static>(
     evaluations.pool.inc();
     let left = config.request_timeout.saturating_sub(began.elapsed());
     off_reactor(state, in_flight, left, work).await
+}
+
+/// The CPU time an inline attempt gets: `--inline-limit`, and at most a
+/// tenth of `--request-timeout`, as a preempted trial may run
+/// [`TRIAL_WALL_FACTOR`](katalog_lang::budget::TRIAL_WALL_FACTOR) times its
+/// limit on the wall clock, which too stays within the request timeout.
+fn inline_limit(config: &crate::config::Config) -> Duration {
+    config
+        .inline_limit
+        .min(config.request_timeout / katalog_lang::budget::TRIAL_WALL_FACTOR)
 }
 
 /// Run CPU-heavy evaluation off the event loop, bounded by `timeout` (what
@@ -992,6 +998,21 @@ pub fn run<G>(
 mod tests {
     use super::*;
     use katalog_lang::budget::{self, Budget};
+
+    #[test]
+    fn an_inline_attempt_stays_within_the_request_timeout() {
+        let config = |inline_ms, timeout_ms| crate::config::Config {
+            inline_limit: Duration::from_millis(inline_ms),
+            request_timeout: Duration::from_millis(timeout_ms),
+            ..crate::config::Config::new("k".into(), "c".into(), "k".into())
+        };
+        assert_eq!(inline_limit(&config(2, 25_000)), Duration::from_millis(2));
+        // At most a tenth: ten times that on the wall clock still fits.
+        assert_eq!(
+            inline_limit(&config(3_000, 25_000)),
+            Duration::from_millis(2_500)
+        );
+    }
 
     #[test]
     fn an_inline_attempt_answers_stops_or_panics() {
