@@ -72,6 +72,7 @@ use regex::Regex;
 use serde_json::Value as Json;
 
 use crate::budget::DeadlineExceeded;
+use crate::json::node::{Node, Obj};
 
 /// Maximum nesting depth of JSON values converted into or out of CEL.
 ///
@@ -663,9 +664,12 @@ impl CelProgram {
         }
         // A value the interpreter cannot bind fails its evaluation, read
         // or not: let it say so.
-        let vars = bound
-            .map(|(name, value)| Some((name, value?)))
-            .collect::<Option<Vec<_>>>()?;
+        // Room for the bound values and the comprehension variables of a
+        // few nested loops, allocated once.
+        let mut vars = Vec::with_capacity(bound.size_hint().0 + 8);
+        for (name, value) in bound {
+            vars.push((name, value?));
+        }
         native::eval(
             &self.inner.ast,
             &mut native::Env::new(vars, &self.inner.calls),
@@ -680,11 +684,11 @@ impl CelProgram {
         let bound = shared
             .vars
             .iter()
-            .map(|(name, json)| (name.as_str(), Some(native::V::from_json(json))))
+            .map(|(name, bound)| (name.as_str(), Some(bound.native())))
             .chain(vars.iter().map(|(name, arg)| {
                 let value = match arg {
                     CelArg::Value(v) => v.native(),
-                    CelArg::Part(json) => Some(native::V::from_json(json)),
+                    CelArg::Part(bound) => Some(bound.native()),
                     CelArg::Copied(json) => Some(native::V::owned(json)),
                 };
                 (*name, value)
@@ -730,9 +734,8 @@ impl CelProgram {
             vars.iter()
                 .filter_map(|(name, arg)| match arg {
                     CelArg::Value(v) => Some(v.largest()),
-                    CelArg::Part(json) | CelArg::Copied(json) => {
-                        self.reads(name).then(|| largest_collection(json))
-                    }
+                    CelArg::Part(bound) => self.reads(name).then(|| bound.shape().0),
+                    CelArg::Copied(json) => self.reads(name).then(|| largest_collection(json)),
                 })
                 .fold(shared.largest, u64::max)
         })?;
@@ -797,7 +800,8 @@ impl CelProgram {
                     (None, _, _) => v.cel().clone(),
                 },
                 CelArg::Part(_) | CelArg::Copied(_) if !self.reads(name) => continue,
-                CelArg::Part(json) | CelArg::Copied(json) => json_to_cel(json, 0),
+                CelArg::Part(bound) => json_to_cel(bound.json(), 0),
+                CelArg::Copied(json) => json_to_cel(json, 0),
             }
             .map_err(|reason| {
                 self.eval_error(EvalFailure::Variable {
@@ -928,6 +932,61 @@ fn shape(value: &Json) -> (u64, usize) {
             _ => {}
         }
     }
+    (u64::try_from(largest).unwrap_or(u64::MAX), depth)
+}
+
+/// [`shape`] of a [`Node`]: recursive, visiting no scalar (a parsed node
+/// is at most serde_json's 128 levels deep; past [`MAX_VALUE_DEPTH`] it
+/// measures with a stack of its own all the same).
+fn node_shape(node: &Node) -> (u64, usize) {
+    fn walk(node: &Node, depth: usize, largest: &mut usize) -> usize {
+        match node {
+            Node::Array(items) => walk_items(items.len(), items.iter(), depth, largest),
+            Node::Object(members) => walk_items(members.len(), members.values(), depth, largest),
+            _ => depth,
+        }
+    }
+    fn walk_items<'n>(
+        len: usize,
+        items: impl Iterator<Item = &'n Node>,
+        depth: usize,
+        largest: &mut usize,
+    ) -> usize {
+        *largest = (*largest).max(len);
+        let mut deepest = depth;
+        for item in items {
+            let d = match item {
+                Node::Array(_) | Node::Object(_) if depth < MAX_VALUE_DEPTH => {
+                    walk(item, depth + 1, largest)
+                }
+                Node::Array(_) | Node::Object(_) => deep(item, depth + 1, largest),
+                _ => depth + 1,
+            };
+            deepest = deepest.max(d);
+        }
+        deepest
+    }
+    fn deep(node: &Node, depth: usize, largest: &mut usize) -> usize {
+        let mut deepest = depth;
+        let mut stack = vec![(node, depth)];
+        while let Some((v, d)) = stack.pop() {
+            deepest = deepest.max(d);
+            match v {
+                Node::Array(items) => {
+                    *largest = (*largest).max(items.len());
+                    stack.extend(items.iter().map(|item| (item, d + 1)));
+                }
+                Node::Object(members) => {
+                    *largest = (*largest).max(members.len());
+                    stack.extend(members.values().map(|item| (item, d + 1)));
+                }
+                _ => {}
+            }
+        }
+        deepest
+    }
+    let mut largest = 0usize;
+    let depth = walk(node, 0, &mut largest);
     (u64::try_from(largest).unwrap_or(u64::MAX), depth)
 }
 
@@ -1143,7 +1202,7 @@ pub enum CelArg<'r, 'a> {
     Value(&'r CelValue<'a>),
     /// A part of a value bound in the shared [`CelBindings`] (`self`,
     /// `element`): converted only when the expression reads it.
-    Part(&'a Json),
+    Part(Bound<'a>),
     /// A small value made for this evaluation (`elementIndex`): like
     /// `Part`, copied where an evaluation reads it.
     Copied(&'r Json),
@@ -1153,7 +1212,7 @@ pub enum CelArg<'r, 'a> {
 /// `oldObject`, `request`, ...): read in place by [`native`], converted to
 /// the interpreter's values once, when it first needs them.
 pub struct CelBindings<'a> {
-    vars: Vec<(String, &'a Json)>,
+    vars: Vec<(String, Bound<'a>)>,
     ctx: OnceCell<Result<Context<'static>, (String, ValueError)>>,
     /// The first value that is nested too deeply to convert: every
     /// evaluation fails with it, as it would binding the JSON values.
@@ -1170,12 +1229,60 @@ impl fmt::Debug for CelBindings<'_> {
     }
 }
 
+/// A value bound in [`CelBindings`]: JSON, or a request's object, which
+/// the evaluator reads as a [`Node`] while it has one (the interpreter, and
+/// anything else, as JSON).
+#[derive(Clone, Copy, Debug)]
+pub enum Bound<'a> {
+    Json(&'a Json),
+    Obj(&'a Obj),
+}
+
+impl<'a> Bound<'a> {
+    /// The value as JSON (converting an object read as a node).
+    fn json(self) -> &'a Json {
+        match self {
+            Bound::Json(json) => json,
+            Bound::Obj(obj) => obj,
+        }
+    }
+
+    fn native(self) -> native::V<'a> {
+        match self {
+            Bound::Obj(obj) => match obj.node() {
+                Some(node) => native::V::from_node(node),
+                None => native::V::from_json(obj),
+            },
+            Bound::Json(json) => native::V::from_json(json),
+        }
+    }
+
+    fn shape(self) -> (u64, usize) {
+        match self {
+            Bound::Obj(obj) => match obj.node() {
+                Some(node) => node_shape(node),
+                None => shape(obj),
+            },
+            Bound::Json(json) => shape(json),
+        }
+    }
+}
+
 impl<'a> CelBindings<'a> {
     pub fn new(vars: &[(&str, &'a Json)]) -> CelBindings<'a> {
+        let bound: Vec<(&str, Bound<'a>)> = vars
+            .iter()
+            .map(|(name, json)| (*name, Bound::Json(json)))
+            .collect();
+        CelBindings::with(&bound)
+    }
+
+    /// [`CelBindings::new`] with request objects that may be read as nodes.
+    pub fn with(vars: &[(&str, Bound<'a>)]) -> CelBindings<'a> {
         let mut failed = None;
         let mut largest = 0;
-        for (name, json) in vars {
-            let (items, depth) = shape(json);
+        for (name, bound) in vars {
+            let (items, depth) = bound.shape();
             largest = largest.max(items);
             if failed.is_none() && depth > MAX_VALUE_DEPTH {
                 failed = Some(((*name).to_owned(), ValueError::ValueTooDeep));
@@ -1194,8 +1301,8 @@ impl<'a> CelBindings<'a> {
         self.ctx
             .get_or_init(|| {
                 let mut ctx = base_context().new_inner_scope();
-                for (name, json) in &self.vars {
-                    let value = json_to_cel(json, 0).map_err(|e| (name.clone(), e))?;
+                for (name, bound) in &self.vars {
+                    let value = json_to_cel(bound.json(), 0).map_err(|e| (name.clone(), e))?;
                     ctx.add_variable_from_value(name.as_str(), value);
                 }
                 Ok(ctx)
@@ -2888,7 +2995,7 @@ mod tests {
                 &shared,
                 &[
                     ("variables", CelArg::Value(&vars)),
-                    ("self", CelArg::Part(&this)),
+                    ("self", CelArg::Part(Bound::Json(&this))),
                 ],
             );
             assert_eq!(got, want, "{expr}");
@@ -2958,6 +3065,59 @@ mod tests {
             });
             assert_eq!(got, want, "{expr}");
         }
+    }
+
+    /// `shape` measures as a recursive walk of every node does, at every
+    /// depth (past `MAX_VALUE_DEPTH` too), scalars included.
+    #[test]
+    fn shape_is_the_largest_collection_and_the_deepest_node() {
+        fn reference(value: &Json, depth: usize) -> (u64, usize) {
+            let (len, items): (usize, Vec<&Json>) = match value {
+                Json::Array(items) => (items.len(), items.iter().collect()),
+                Json::Object(fields) => (fields.len(), fields.values().collect()),
+                _ => (0, Vec::new()),
+            };
+            items.into_iter().fold((len as u64, depth), |(l, d), item| {
+                let (il, id) = reference(item, depth + 1);
+                (l.max(il), d.max(id))
+            })
+        }
+        let wide = |n: usize| Json::Array((0..n).map(|i| json!(i)).collect());
+        let mut cases = vec![
+            json!(1),
+            json!([]),
+            json!({}),
+            json!([1, [2, [3]]]),
+            json!({"a": {"b": [1, 2, 3, {"c": null}]}, "d": "x"}),
+            json!([[], [[]], {"k": [[[[]]]]}]),
+        ];
+        // Deeper than the recursion goes, with the largest collection at
+        // the bottom, in the middle and at the top.
+        for at in [0, MAX_VALUE_DEPTH - 1, MAX_VALUE_DEPTH + 5, 300] {
+            let mut deep = json!({"leaf": 1});
+            for level in (0..310).rev() {
+                deep = if level == at {
+                    let mut items = match wide(7) {
+                        Json::Array(items) => items,
+                        _ => unreachable!(),
+                    };
+                    items.push(deep);
+                    Json::Array(items)
+                } else {
+                    json!([deep])
+                };
+            }
+            cases.push(deep);
+        }
+        for case in &cases {
+            assert_eq!(
+                shape(case),
+                reference(case, 0),
+                "{}",
+                case.to_string().len()
+            );
+        }
+        assert_eq!(shape(cases.last().unwrap()), (8, 311));
     }
 
     /// A kept result is as deep as the interpreter allows, no deeper: at

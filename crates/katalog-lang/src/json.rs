@@ -1,6 +1,8 @@
 //! Small JSON helpers both halves of the language share (conversion and
 //! admission), so that neither imports the other for them.
 
+pub mod node;
+
 use serde_json::Value;
 
 /// Split `group/version` (or a bare core `version`).

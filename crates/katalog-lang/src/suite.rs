@@ -426,7 +426,7 @@ fn run_admission(ir: &Ir, case: &AdmissionCase, failures: &mut Vec<String>) {
     // Mutations must be idempotent: the apiserver may call the webhook again.
     if let Some(patched) = &verdict.patched {
         let mut again = input.clone();
-        again.object = Some(patched.clone());
+        again.object = Some(patched.clone().into());
         let second = evaluate(ir, &again, Endpoint::Mutate);
         if !second.patch.is_empty() {
             failures.push(format!(

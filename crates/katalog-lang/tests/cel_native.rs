@@ -5,7 +5,9 @@
 //! * every admission case of every suite under `katalogs/` and `testdata/`
 //!   gives the same verdict (denials, warnings, audits and their messages,
 //!   patches) with the evaluator as with the interpreter alone, and the
-//!   evaluator answered most of the evaluations;
+//!   evaluator answered most of the evaluations; also with the request's
+//!   objects read as parsed nodes (`json::node`), as a review whose objects
+//!   only CEL reads is;
 //! * a table of expressions, each with the values bound, where the evaluator
 //!   must answer (and agree), or must give up (and the interpreter's answer,
 //!   error or quirk, is the one returned);
@@ -19,8 +21,10 @@ mod common;
 
 use common::{katalog_ir, repo, suites};
 use katalog_lang::Source;
+use katalog_lang::admission::AdmissionInput;
 use katalog_lang::admission::eval::{Endpoint, evaluate};
 use katalog_lang::cel::{CelProgram, interpreter_only, native_tally};
+use katalog_lang::json::node::{Node, Obj};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -45,6 +49,16 @@ fn both(expr: &str, vars: &[(&str, &Value)]) -> (Result<String, String>, bool) {
         "`{expr}`: the evaluator and the interpreter disagree"
     );
     (got, answered)
+}
+
+/// `input` with its objects read as parsed nodes, none converted.
+fn as_nodes(input: &AdmissionInput) -> AdmissionInput {
+    let node = |o: &Option<Obj>| o.as_deref().map(|v| Obj::from_node(Node::from(v)));
+    AdmissionInput {
+        object: node(&input.object),
+        old_object: node(&input.old_object),
+        ..input.clone()
+    }
 }
 
 #[test]
@@ -82,6 +96,15 @@ fn every_suite_case_gets_the_same_verdict_either_way() {
                     got,
                     want,
                     "{} / {}: the verdicts differ",
+                    file.display(),
+                    case.name
+                );
+                let nodes =
+                    serde_json::to_string(&evaluate(&ir, &as_nodes(&input), endpoint)).unwrap();
+                assert_eq!(
+                    nodes,
+                    want,
+                    "{} / {}: the verdicts differ with the objects read as nodes",
                     file.display(),
                     case.name
                 );
@@ -421,7 +444,9 @@ proptest! {
             let input = request.to_input(ir).expect("a request");
             let got = serde_json::to_string(&evaluate(ir, &input, Endpoint::All)).unwrap();
             let want = interpreter_only(|| serde_json::to_string(&evaluate(ir, &input, Endpoint::All)).unwrap());
-            prop_assert_eq!(got, want, "{}", name);
+            prop_assert_eq!(&got, &want, "{}", name);
+            let nodes = serde_json::to_string(&evaluate(ir, &as_nodes(&input), Endpoint::All)).unwrap();
+            prop_assert_eq!(&nodes, &want, "{} with the objects read as nodes", name);
         }
     }
 }

@@ -18,6 +18,7 @@ use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
 use crate::document::PodControllers;
 use crate::json::ValueAt;
+use crate::json::node::Obj;
 use crate::path::{Path, SetError};
 
 /// `(kind, group, version, resource, template path)` of every pod controller.
@@ -143,7 +144,10 @@ pub fn pod_view(input: &AdmissionInput) -> Option<PodView> {
         .iter()
         .find(|(_, g, v, r, _)| *g == input.group && *v == input.version && *r == input.resource)?;
     let template = template_path(t);
-    let view = |obj: &Option<Value>| obj.as_ref().map(|o| view_of(o, &template, input));
+    let view = |obj: &Option<Obj>| {
+        obj.as_deref()
+            .map(|o| Obj::from(view_of(o, &template, input)))
+    };
     // Field by field: the controller's objects are not copied, only viewed.
     Some(PodView {
         input: AdmissionInput {

@@ -10,9 +10,10 @@ use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
     ProtectedResource, SelectorIr, ValidationIr, VariableUse, autogen, webhooks,
 };
-use crate::cel::{CelArg, CelBindings, CelError, CelProgram, CelValue};
+use crate::cel::{Bound, CelArg, CelBindings, CelError, CelProgram, CelValue};
 use crate::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
+use crate::json::node::Obj;
 use crate::json::{ValueAt, json_eq, show, truncate, type_name};
 use crate::path::{Path, Segment, SetError, get_in};
 
@@ -201,7 +202,7 @@ pub fn evaluate_only(
     }
     let input_after = if matches!(endpoint, Endpoint::All) && verdict.patched.is_some() {
         let mut i = input.clone();
-        i.object = verdict.patched.clone();
+        i.object = verdict.patched.clone().map(Obj::from);
         std::borrow::Cow::Owned(i)
     } else {
         std::borrow::Cow::Borrowed(input)
@@ -349,16 +350,17 @@ static NULL: Value = Value::Null;
 impl<'i> Activation<'i> {
     /// What CEL sees of `input`: read in place, converted for cel's
     /// interpreter only when an expression needs it.
-    fn bindings(input: &AdmissionInput) -> CelBindings<'_> {
+    fn bindings(input: &'i AdmissionInput) -> CelBindings<'i> {
         // The names a request-only expression reads (`cel::REQUEST`).
         let [object, old_object, request, namespace_object] = crate::cel::REQUEST;
-        CelBindings::new(&[
-            (object, input.object.as_ref().unwrap_or(&NULL)),
-            (old_object, input.old_object.as_ref().unwrap_or(&NULL)),
-            (request, &input.request),
+        let obj = |o: &'i Option<Obj>| o.as_ref().map_or(Bound::Json(&NULL), Bound::Obj);
+        CelBindings::with(&[
+            (object, obj(&input.object)),
+            (old_object, obj(&input.old_object)),
+            (request, Bound::Json(&input.request)),
             (
                 namespace_object,
-                input.namespace_object.as_ref().unwrap_or(&NULL),
+                Bound::Json(input.namespace_object.as_ref().unwrap_or(&NULL)),
             ),
         ])
     }
@@ -450,7 +452,7 @@ impl<'i> Activation<'i> {
     fn eval(
         &self,
         prog: &CelProgram,
-        this: Option<&Value>,
+        this: Option<Bound<'_>>,
         element: Option<&(&Value, Value)>,
         local: Option<&CelValue<'_>>,
     ) -> Result<Value, EvalError> {
@@ -465,7 +467,7 @@ impl<'i> Activation<'i> {
             args.push(("self", CelArg::Part(s)));
         }
         if let Some((element, index)) = element {
-            args.push(("element", CelArg::Part(element)));
+            args.push(("element", CelArg::Part(Bound::Json(element))));
             args.push(("elementIndex", CelArg::Copied(index)));
         }
         let out = prog.eval_shared(&self.bindings, &args);
@@ -522,7 +524,19 @@ impl<'i, 'e> Vars<'i, 'e> {
         local: Option<&CelValue<'_>>,
     ) -> Result<Value, EvalError> {
         self.activation
-            .eval(prog, this, self.element.as_ref(), local)
+            .eval(prog, this.map(Bound::Json), self.element.as_ref(), local)
+    }
+
+    /// [`Vars::eval`] with `self` bound as given (a request's object, read
+    /// as it was parsed).
+    fn eval_bound(
+        &self,
+        prog: &CelProgram,
+        this: Bound<'_>,
+        local: Option<&CelValue<'_>>,
+    ) -> Result<Value, EvalError> {
+        self.activation
+            .eval(prog, Some(this), self.element.as_ref(), local)
     }
 
     /// The Katalog-wide variables plus the rule's own its check reads (see
@@ -597,7 +611,7 @@ fn selector_matches(sel: &SelectorIr, labels: Option<&Map<String, Value>>) -> bo
 
 /// The object rules look at: the new one, or for DELETE the old one.
 fn subject(input: &AdmissionInput) -> Option<&Value> {
-    input.object.as_ref().or(input.old_object.as_ref())
+    input.object.as_deref().or(input.old_object.as_deref())
 }
 
 fn matches(m: &MatchIr, input: &AdmissionInput, vars: Option<&Vars>) -> Result<bool, EvalError> {
@@ -749,10 +763,16 @@ fn run_check(
     vars: &Vars,
     locals: Option<&CelValue<'_>>,
 ) -> Result<Vec<String>, EvalError> {
+    let paths = rebased(paths, &vars.base);
+    if paths.is_empty()
+        && check.cel_only()
+        && let Some(prog) = &check.cel
+    {
+        return whole_object_by_cel(check, prog, input, vars, locals);
+    }
     let mut out = Vec::new();
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
-    let paths = rebased(paths, &vars.base);
     // Formatted only into a message.
     let at = &vars.shown_at;
     let path_text = || {
@@ -853,6 +873,40 @@ fn run_check(
         }
     }
     Ok(out)
+}
+
+/// The root path, for a check on the whole object.
+static ROOT: std::sync::LazyLock<Path> = std::sync::LazyLock::new(Path::root);
+
+/// [`run_check`] of a check that is a CEL expression on the whole object:
+/// `self` is the object as it was parsed (a node is read as it is, not
+/// converted), with the same violations as the general case gives it.
+fn whole_object_by_cel(
+    check: &CheckIr,
+    prog: &CelProgram,
+    input: &AdmissionInput,
+    vars: &Vars,
+    locals: Option<&CelValue<'_>>,
+) -> Result<Vec<String>, EvalError> {
+    let this = input
+        .object
+        .as_ref()
+        .or(input.old_object.as_ref())
+        .map_or(Bound::Json(&NULL), Bound::Obj);
+    let whole = Picked {
+        pattern: &ROOT,
+        picks: Vec::new(),
+    };
+    let at = shown(&vars.shown_at, &whole);
+    let mut found = Vec::new();
+    cel_test(prog, &at, vars.eval_bound(prog, this, locals)?, &mut found)?;
+    Ok(match check.quantifier {
+        Quantifier::Any if !found.is_empty() => vec![format!(
+            "no element of  passes (quantifier: any): {}",
+            found.join("; ")
+        )],
+        Quantifier::All | Quantifier::Any => found,
+    })
 }
 
 /// A path as messages show it: "the object", or `` `spec.x` `` below where
@@ -984,7 +1038,6 @@ fn elements<'p, 'v>(
     paths: &'p [Path],
     object: &'v Value,
 ) -> Vec<(Picked<'p, 'v>, Option<&'v Value>)> {
-    static ROOT: std::sync::LazyLock<Path> = std::sync::LazyLock::new(Path::root);
     if paths.is_empty() {
         let whole = Picked {
             pattern: &ROOT,
@@ -1140,18 +1193,29 @@ fn value_violations(
         }
     }
     if let Some(prog) = &check.cel {
-        match vars.eval(prog, Some(v), locals)? {
-            Value::Bool(true) => {}
-            Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
-            other => {
-                return Err(EvalError::CheckNotBoolean {
-                    expression: prog.source().to_string(),
-                    found: type_name(&other),
-                });
-            }
-        }
+        cel_test(prog, at, vars.eval(prog, Some(v), locals)?, &mut out)?;
     }
     Ok(out)
+}
+
+/// The violation of a `check.cel` that gave `result` at `at`, if any.
+fn cel_test(
+    prog: &CelProgram,
+    at: &dyn std::fmt::Display,
+    result: Value,
+    out: &mut Vec<String>,
+) -> Result<(), EvalError> {
+    match result {
+        Value::Bool(true) => {}
+        Value::Bool(false) => out.push(format!("{at} fails `{}`", prog.source())),
+        other => {
+            return Err(EvalError::CheckNotBoolean {
+                expression: prog.source().to_string(),
+                found: type_name(&other),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `pod_view`: `input` is the pod view of a controller (autogen), already
@@ -1188,14 +1252,14 @@ fn validate<'i>(
         // A Scale holds only the replicas, at `spec.replicas`: the rule
         // sees them where the object keeps them (`specReplicasPath`).
         let scale = input.subresource == "scale";
-        let as_object = |o: &Option<Value>| match o {
+        let as_object = |o: &Option<Obj>| match o {
             Some(s) if scale => {
                 let mut object = Value::Object(Default::default());
                 if let Some(replicas) = s.at("/spec/replicas") {
                     // Only keys: setting into an empty object cannot fail.
                     let _ = v.scale_replicas.set(&mut object, replicas.clone());
                 }
-                Some(object)
+                Some(Obj::from(object))
             }
             other => other.clone(),
         };
@@ -1335,7 +1399,7 @@ fn violation_message<'i>(
 
 fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn Fn(usize) -> bool) {
     let adm = &ir.admission;
-    let Some(original) = input.object.as_ref() else {
+    let Some(original) = input.object.as_deref() else {
         return;
     };
     if adm.mutations.is_empty() {
@@ -1352,7 +1416,7 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
             continue;
         }
         let here = AdmissionInput {
-            object: Some(current.clone()),
+            object: Some(current.clone().into()),
             ..input.clone()
         };
         let before = current.clone();
@@ -1377,7 +1441,7 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
                     }
                 };
                 let vars = Vars::new(adm, &view);
-                let mut changed = view.object.clone().unwrap_or(Value::Null);
+                let mut changed = view.object.clone().map_or(Value::Null, Obj::into_value);
                 let unchanged = changed.clone();
                 run_mutation(m, &view, &vars, &mut changed, verdict, false);
                 if changed != unchanged {
@@ -1402,7 +1466,11 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
                     // Autogen: mutate the pod view, then write it back into the template.
                     let mut vars = Vars::new(adm, &pod.input);
                     vars.shown_at = pod.template.clone();
-                    let mut pod_object = pod.input.object.clone().unwrap_or(Value::Null);
+                    let mut pod_object = pod
+                        .input
+                        .object
+                        .clone()
+                        .map_or(Value::Null, Obj::into_value);
                     run_mutation(m, &pod.input, &vars, &mut pod_object, verdict, true);
                     if let Err(e) = autogen::write_back(&pod_object, &mut current, &pod.template) {
                         warn(verdict, format!("skipped: {e}"));
@@ -1781,7 +1849,7 @@ fn deletion_protection(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut 
     }
     if let Some(r) = protected_resource(&adm.security.protected, input)
         && r.deletion
-        && label_value(input.old_object.as_ref(), &del.label) == Some("true")
+        && label_value(input.old_object.as_deref(), &del.label) == Some("true")
     {
         let how = if r.strict_mode {
             "strict mode is on, so first set `protection.strictMode: false` for it in the Katalog, then remove the label"
@@ -1871,8 +1939,8 @@ fn strict_mode(adm: &AdmissionIr, input: &AdmissionInput, verdict: &mut Verdict)
         return;
     }
     let label = &adm.security.deletion.label;
-    let was = label_value(input.old_object.as_ref(), label) == Some("true");
-    let now = label_value(input.object.as_ref(), label) == Some("true");
+    let was = label_value(input.old_object.as_deref(), label) == Some("true");
+    let now = label_value(input.object.as_deref(), label) == Some("true");
     // Nothing else in the update counts: no label or annotation unlocks it.
     if was && !now {
         verdict.denials.push(Finding {
@@ -2019,8 +2087,8 @@ impl SimulatedRequest {
             kind,
             name,
             namespace,
-            object: self.object.clone(),
-            old_object: self.old_object.clone(),
+            object: self.object.clone().map(Obj::from),
+            old_object: self.old_object.clone().map(Obj::from),
             username,
             groups: self.groups.clone(),
             dry_run: self.dry_run,

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::document::Operation;
+use crate::json::node::Obj;
 
 /// Which webhook endpoint is asking; `All` simulates them in the
 /// apiserver's order: mutations, then validations and protections on the
@@ -46,8 +47,10 @@ pub struct AdmissionInput {
     pub name: String,
     /// Empty for cluster-scoped objects.
     pub namespace: String,
-    pub object: Option<Value>,
-    pub old_object: Option<Value>,
+    /// The object and old object read as `&Value`s; parsed as
+    /// [`Node`](crate::json::node::Node)s when only CEL reads them.
+    pub object: Option<Obj>,
+    pub old_object: Option<Obj>,
     pub username: String,
     pub groups: Vec<String>,
     pub dry_run: bool,

@@ -46,6 +46,25 @@ pub struct AdmissionIr {
 }
 
 impl AdmissionIr {
+    /// Whether, at `endpoint`, nothing but CEL reads a request's objects:
+    /// every validation is a CEL check of the whole object, with no path, no
+    /// `forEach` and no object selector. Then a review's objects are parsed
+    /// into [`Node`](crate::json::node::Node)s, which CEL reads as they are;
+    /// otherwise into `Value`s. Only the speed depends on it: an object read
+    /// as a node becomes a `Value` when anything else reads it.
+    pub fn objects_read_by_cel_only(&self, endpoint: Endpoint) -> bool {
+        let matcher_cel_only = |m: &MatchIr| {
+            m.object_selector.is_none() && m.condition.as_ref().is_none_or(ConditionIr::cel_only)
+        };
+        endpoint == Endpoint::Validate
+            && self.validations.iter().all(|v| {
+                v.paths.is_empty()
+                    && v.for_each.is_none()
+                    && v.check.cel_only()
+                    && matcher_cel_only(&v.matcher)
+            })
+    }
+
     /// True when the Katalog declares anything the given endpoint serves.
     pub fn serves(&self, endpoint: Endpoint) -> bool {
         match endpoint {
@@ -181,6 +200,16 @@ pub enum ConditionIr {
 }
 
 impl ConditionIr {
+    /// Whether only CEL reads the object here (no path is checked).
+    pub fn cel_only(&self) -> bool {
+        match self {
+            ConditionIr::All(cs) | ConditionIr::Any(cs) => cs.iter().all(ConditionIr::cel_only),
+            ConditionIr::Not(c) => c.cel_only(),
+            ConditionIr::Cel(_) => true,
+            ConditionIr::Check { .. } => false,
+        }
+    }
+
     /// Every CEL expression of the condition, added to `out`.
     pub fn programs<'a>(&'a self, out: &mut Vec<&'a CelProgram>) {
         match self {
@@ -212,6 +241,43 @@ pub struct CheckIr {
     pub cel: Option<CelProgram>,
     /// How the elements of a `[*]` path must pass.
     pub quantifier: Quantifier,
+}
+
+impl CheckIr {
+    /// Whether the check is a CEL expression and nothing else.
+    pub fn cel_only(&self) -> bool {
+        // Every test named: a new one must say whether it reads the object.
+        let CheckIr {
+            exists,
+            absent,
+            equals,
+            in_,
+            not_in,
+            minimum,
+            maximum,
+            min_length,
+            max_length,
+            pattern,
+            prefix,
+            suffix,
+            immutable,
+            unique,
+            cel,
+            quantifier: _,
+        } = self;
+        cel.is_some()
+            && !(*exists || *absent || *immutable || *unique)
+            && equals.is_none()
+            && in_.is_none()
+            && not_in.is_none()
+            && minimum.is_none()
+            && maximum.is_none()
+            && min_length.is_none()
+            && max_length.is_none()
+            && pattern.is_none()
+            && prefix.is_none()
+            && suffix.is_none()
+    }
 }
 
 /// `forEach`: the list, and which of its elements the rule applies to.

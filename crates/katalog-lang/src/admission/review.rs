@@ -15,6 +15,7 @@ use super::eval::{AdmissionInput, Endpoint, evaluate_only};
 use crate::document::Operation;
 use crate::ir::Ir;
 use crate::json::ValueAt;
+use crate::json::node::{Node, Obj};
 
 pub const ADMISSION_REVIEW_VERSIONS: [&str; 2] =
     ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -165,16 +166,30 @@ fn parse_and_answer(
     endpoint: Endpoint,
     only: Option<&[usize]>,
 ) -> Result<(Value, Value), AdmissionReviewError> {
-    let mut value: Value =
-        serde_json::from_slice(body).map_err(|e| AdmissionReviewError::Malformed(e.to_string()))?;
+    let malformed = |e: serde_json::Error| AdmissionReviewError::Malformed(e.to_string());
     // The review is ours: the objects move into the evaluator's input
     // instead of being copied.
-    let objects = match value.get_mut("request") {
-        Some(Value::Object(request)) => (
-            request.shift_remove("object"),
-            request.shift_remove("oldObject"),
-        ),
-        _ => (None, None),
+    let (value, objects) = if ir.admission.objects_read_by_cel_only(endpoint) {
+        // Read as nodes: only CEL reads them (see `Obj`).
+        let mut review = Node::parse(body).map_err(malformed)?;
+        let objects = match review.get_mut("request") {
+            Some(request) if request.is_object() => (
+                request.take("object").map(Obj::from_node),
+                request.take("oldObject").map(Obj::from_node),
+            ),
+            _ => (None, None),
+        };
+        (review.into_value(), objects)
+    } else {
+        let mut value: Value = serde_json::from_slice(body).map_err(malformed)?;
+        let objects = match value.get_mut("request") {
+            Some(Value::Object(request)) => (
+                request.shift_remove("object").map(Obj::from),
+                request.shift_remove("oldObject").map(Obj::from),
+            ),
+            _ => (None, None),
+        };
+        (value, objects)
     };
     let response = answer(ir, &value, endpoint, only, Some(objects))?;
     Ok((value, response))
@@ -208,7 +223,7 @@ fn answer(
     review: &Value,
     endpoint: Endpoint,
     only: Option<&[usize]>,
-    taken: Option<(Option<Value>, Option<Value>)>,
+    taken: Option<(Option<Obj>, Option<Obj>)>,
 ) -> Result<Value, AdmissionReviewError> {
     let api_version = review
         .get("apiVersion")
@@ -311,8 +326,8 @@ fn string_at(v: &Value, pointer: &str) -> String {
 pub fn input_from_request(request: &Value) -> Result<AdmissionInput, RequestError> {
     input_from_parts(
         request,
-        request.get("object").cloned(),
-        request.get("oldObject").cloned(),
+        request.get("object").cloned().map(Obj::from),
+        request.get("oldObject").cloned().map(Obj::from),
     )
 }
 
@@ -320,8 +335,8 @@ pub fn input_from_request(request: &Value) -> Result<AdmissionInput, RequestErro
 /// hold them; they are not read from it).
 fn input_from_parts(
     request: &Value,
-    object: Option<Value>,
-    old_object: Option<Value>,
+    object: Option<Obj>,
+    old_object: Option<Obj>,
 ) -> Result<AdmissionInput, RequestError> {
     let operation = match request.get("operation").and_then(Value::as_str) {
         Some("CREATE") => Operation::Create,
@@ -370,10 +385,13 @@ fn input_from_parts(
     let mut name = string_at(request, "/name");
     if name.is_empty()
         && operation == Operation::Delete
-        && let Some(n) = old_object
-            .as_ref()
-            .and_then(|o| o.at("/metadata/name"))
-            .and_then(Value::as_str)
+        && let Some(n) = old_object.as_ref().and_then(|o| match o.node() {
+            Some(node) => match node.get("metadata")?.get("name")? {
+                Node::String(name) => Some(name.as_str()),
+                _ => None,
+            },
+            None => o.at("/metadata/name").and_then(Value::as_str),
+        })
     {
         name = n.to_string();
     }
@@ -666,6 +684,63 @@ spec:
             assert_eq!(out["response"]["status"]["code"], 400);
             let msg = out["response"]["status"]["message"].as_str().unwrap();
             assert!(msg.contains(want), "{msg} should contain {want}");
+        }
+    }
+
+    /// With the baseline Pod Security Katalog (CEL only) a review's
+    /// objects are parsed as nodes and answered without a conversion, as
+    /// the JSON entry point (objects as `Value`s) answers them: compliant
+    /// and denied Pods, a CREATE and an UPDATE.
+    #[test]
+    fn a_review_whose_objects_only_cel_reads_is_answered_without_converting_them() {
+        let text = include_str!("../../../../katalogs/pod-security-baseline.yaml");
+        let baseline = crate::compile_sources(&[Source::new("pod-security-baseline.yaml", text)])
+            .expect("compiles");
+        assert!(
+            baseline
+                .admission
+                .objects_read_by_cel_only(Endpoint::Validate)
+        );
+        assert!(
+            !baseline
+                .admission
+                .objects_read_by_cel_only(Endpoint::Mutate)
+        );
+        assert!(!ir().admission.objects_read_by_cel_only(Endpoint::Validate));
+        let create: Value =
+            serde_json::from_str(include_str!("testdata/pod-create-v1.json")).unwrap();
+        let mut privileged = create.clone();
+        privileged["request"]["object"]["spec"]["containers"][0]["securityContext"] =
+            json!({"privileged": true, "capabilities": {"add": ["NET_ADMIN", "SYS_TIME"]}});
+        privileged["request"]["object"]["spec"]["hostNetwork"] = json!(true);
+        let mut update = privileged.clone();
+        update["request"]["operation"] = json!("UPDATE");
+        update["request"]["oldObject"] = create["request"]["object"].clone();
+        let mut relabel = create.clone();
+        relabel["request"]["operation"] = json!("UPDATE");
+        relabel["request"]["oldObject"] = privileged["request"]["object"].clone();
+        relabel["request"]["oldObject"]["spec"] = create["request"]["object"]["spec"].clone();
+        let verdicts = [
+            Verdict::Allowed,
+            Verdict::Denied,
+            Verdict::Denied,
+            Verdict::Allowed,
+        ];
+        for (review, verdict) in [create, privileged, update, relabel].iter().zip(verdicts) {
+            let body = serde_json::to_vec(review).unwrap();
+            let before = crate::json::node::CONVERSIONS.with(|c| c.get());
+            let got = review_bytes(&baseline, &body, Endpoint::Validate, None).expect("answered");
+            let converted = crate::json::node::CONVERSIONS.with(|c| c.get()) - before;
+            assert_eq!(converted, 0, "objects converted for {review}");
+            assert_eq!(
+                got.outcome.verdict,
+                verdict,
+                "{}",
+                String::from_utf8_lossy(&got.bytes)
+            );
+            let want = review_admission(&baseline, review, Endpoint::Validate).expect("answered");
+            let got: Value = serde_json::from_slice(&got.bytes).unwrap();
+            assert_eq!(got, want);
         }
     }
 

@@ -17,6 +17,7 @@ use super::MatchIr;
 use super::input::AdmissionInput;
 use crate::conversion::{ConvertError, convert};
 use crate::ir::Ir;
+use crate::json::node::Obj;
 
 /// How a rule sees a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -91,8 +92,8 @@ pub(crate) fn view_at(
     input: &AdmissionInput,
     version: &str,
 ) -> Result<AdmissionInput, ViewError> {
-    let convert_one = |o: &Option<Value>, what: &'static str| -> Result<Option<Value>, ViewError> {
-        o.as_ref()
+    let convert_one = |o: &Option<Obj>, what: &'static str| -> Result<Option<Obj>, ViewError> {
+        o.as_deref()
             .map(|o| {
                 convert_object(ir, o, &input.group, version).map_err(|reason| ViewError {
                     what,
@@ -102,6 +103,7 @@ pub(crate) fn view_at(
                 })
             })
             .transpose()
+            .map(|o| o.map(Obj::from))
     };
     let object = convert_one(&input.object, "object")?;
     let old_object = convert_one(&input.old_object, "old object")?;

@@ -44,6 +44,8 @@ use kube_cel::cel::IdedExpr;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, LiteralValue, operators};
 use serde_json::{Map as JsonMap, Number, Value as Json};
 
+use crate::json::node::{Members, Node};
+
 use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE};
 
 /// The fields of a map of variables (`variables`), each converted once.
@@ -241,6 +243,9 @@ pub(super) enum V<'a> {
     /// A map literal's entries: string keys, each once.
     Map(Rc<Vec<(String, V<'a>)>>),
     JMap(&'a JsonMap<String, Json>),
+    /// A list and a map of a request's object parsed as a [`Node`].
+    NList(&'a [Node]),
+    NMap(&'a Members),
     /// A map of variables ([`CelValue`] holds its [`Fields`]).
     Fields(CelValue<'a>),
     Opt(Option<Rc<V<'a>>>),
@@ -258,6 +263,18 @@ impl<'a> V<'a> {
             Json::String(s) => V::Str(Cow::Borrowed(s)),
             Json::Array(items) => V::JList(items),
             Json::Object(fields) => V::JMap(fields),
+        }
+    }
+
+    /// [`V::from_json`] of a [`Node`].
+    pub(super) fn from_node(node: &'a Node) -> V<'a> {
+        match node {
+            Node::Null => V::Null,
+            Node::Bool(b) => V::Bool(*b),
+            Node::Number(n) => number(n),
+            Node::String(s) => V::Str(Cow::Borrowed(s)),
+            Node::Array(items) => V::NList(items),
+            Node::Object(members) => V::NMap(members),
         }
     }
 
@@ -282,6 +299,7 @@ impl<'a> V<'a> {
         match self {
             V::List(items) => Some(List::Values(items)),
             V::JList(items) => Some(List::Json(items)),
+            V::NList(items) => Some(List::Node(items)),
             _ => None,
         }
     }
@@ -294,7 +312,7 @@ impl<'a> V<'a> {
     }
 
     fn is_map(&self) -> bool {
-        matches!(self, V::Map(_) | V::JMap(_) | V::Fields(_))
+        matches!(self, V::Map(_) | V::JMap(_) | V::NMap(_) | V::Fields(_))
     }
 
     /// The number of entries of a map.
@@ -302,6 +320,7 @@ impl<'a> V<'a> {
         match self {
             V::Map(entries) => Some(entries.len()),
             V::JMap(fields) => Some(fields.len()),
+            V::NMap(members) => Some(members.len()),
             V::Fields(value) => Some(value.fields()?.len()),
             _ => None,
         }
@@ -316,6 +335,7 @@ impl<'a> V<'a> {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone()),
             V::JMap(fields) => crate::json::member(fields, key).map(V::from_json),
+            V::NMap(members) => members.get(key).map(V::from_node),
             V::Fields(value) => match value.fields()?.get(key) {
                 Some(field) => Some(field.native()?),
                 None => None,
@@ -332,6 +352,7 @@ impl<'a> V<'a> {
                 .map(|(k, _)| V::Str(Cow::Owned(k.clone())))
                 .collect(),
             V::JMap(fields) => fields.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
+            V::NMap(members) => members.keys().map(|k| V::Str(Cow::Borrowed(k))).collect(),
             V::Fields(value) => value
                 .fields()?
                 .keys()
@@ -358,6 +379,7 @@ fn number<'a>(n: &Number) -> V<'a> {
 enum List<'v, 'a> {
     Values(&'v [V<'a>]),
     Json(&'a [Json]),
+    Node(&'a [Node]),
 }
 
 impl<'a> List<'_, 'a> {
@@ -365,6 +387,7 @@ impl<'a> List<'_, 'a> {
         match self {
             List::Values(items) => items.len(),
             List::Json(items) => items.len(),
+            List::Node(items) => items.len(),
         }
     }
 
@@ -372,6 +395,7 @@ impl<'a> List<'_, 'a> {
         match self {
             List::Values(items) => items.get(i).cloned(),
             List::Json(items) => items.get(i).map(V::from_json),
+            List::Node(items) => items.get(i).map(V::from_node),
         }
     }
 
@@ -379,6 +403,7 @@ impl<'a> List<'_, 'a> {
         match self {
             List::Values(items) => items.to_vec(),
             List::Json(items) => items.iter().map(V::from_json).collect(),
+            List::Node(items) => items.iter().map(V::from_node).collect(),
         }
     }
 }
@@ -963,6 +988,8 @@ fn equal(a: &V<'_>, b: &V<'_>) -> Option<bool> {
         // from): equal, as JSON holds no NaN.
         (V::JMap(a), V::JMap(b)) if std::ptr::eq(*a, *b) => true,
         (V::JList(a), V::JList(b)) if std::ptr::eq(*a, *b) => true,
+        (V::NMap(a), V::NMap(b)) if std::ptr::eq(*a, *b) => true,
+        (V::NList(a), V::NList(b)) if std::ptr::eq(*a, *b) => true,
         (V::JMap(a), V::JMap(b)) => {
             if a.len() != b.len() {
                 return Some(false);
@@ -1072,6 +1099,12 @@ pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
                 .map(|item| json_sorted(item, depth + 1))
                 .collect::<Option<_>>()?,
         ),
+        V::NList(items) => Json::Array(
+            items
+                .iter()
+                .map(|item| to_json(&V::from_node(item), depth + 1))
+                .collect::<Option<_>>()?,
+        ),
         V::Map(entries) => {
             let mut sorted: Vec<&(String, V<'_>)> = entries.iter().collect();
             sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -1081,7 +1114,7 @@ pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
             }
             Json::Object(object)
         }
-        V::JMap(_) | V::Fields(_) => {
+        V::JMap(_) | V::NMap(_) | V::Fields(_) => {
             let keys = value.map_keys()?;
             let mut keys: Vec<&str> = keys.iter().filter_map(V::as_str).collect();
             keys.sort_unstable();
@@ -1124,6 +1157,14 @@ pub(super) fn result_shape(value: &V<'_>, depth: usize) -> Option<(u64, usize)> 
             fields.len(),
             fields.values().map(|v| json_shape(v, depth + 1)),
         ),
+        V::NList(items) => of_items(
+            items.len(),
+            items.iter().map(|item| node_shape(item, depth + 1)),
+        ),
+        V::NMap(members) => of_items(
+            members.len(),
+            members.values().map(|v| node_shape(v, depth + 1)),
+        ),
         V::Fields(_) => None,
         V::Opt(Some(inner)) => result_shape(inner, depth + 1),
     }
@@ -1133,6 +1174,12 @@ pub(super) fn result_shape(value: &V<'_>, depth: usize) -> Option<(u64, usize)> 
 /// [`shape`](super::shape), `None` past [`MAX_VALUE_DEPTH`] from `depth`.
 fn json_shape(json: &Json, depth: usize) -> Option<(u64, usize)> {
     let (largest, deepest) = super::shape(json);
+    (depth.saturating_add(deepest) <= MAX_VALUE_DEPTH).then_some((largest, deepest))
+}
+
+/// [`json_shape`] of a [`Node`].
+fn node_shape(node: &Node, depth: usize) -> Option<(u64, usize)> {
+    let (largest, deepest) = super::node_shape(node);
     (depth.saturating_add(deepest) <= MAX_VALUE_DEPTH).then_some((largest, deepest))
 }
 
