@@ -2448,8 +2448,97 @@ mod tests {
             Ok(())
         }
 
+        fn jp(ops: Value) -> MutationOp {
+            MutationOp::JsonPatch(serde_json::from_value(ops).unwrap())
+        }
+
+        #[test]
+        fn a_move_within_a_list_touches_the_list() {
+            // Same length after: each element between the two indices moved.
+            let original = json!({"a": ["x", "y", "z"], "b": 1});
+            run(
+                &original,
+                &[vec![jp(
+                    json!([{"op": "move", "from": "/a/0", "path": "/a/2"}]),
+                )]],
+            )
+            .unwrap();
+        }
+
+        #[test]
+        fn a_parent_created_then_removed_is_no_change() {
+            let set = MutationOp::Set {
+                path: Path::parse("x.y.z").unwrap(),
+                value: json!(1),
+            };
+            let remove = MutationOp::Remove {
+                path: Path::parse("x").unwrap(),
+            };
+            run(&json!({"a": 1}), &[vec![set, remove]]).unwrap();
+        }
+
+        #[test]
+        fn a_list_whose_length_changed_is_diffed_whole() {
+            // Outside the contract (the element added is not a touched
+            // place), a list of another length is still diffed whole.
+            let mut touched = Touched::default();
+            touched.add(vec![
+                super::super::Step::Key("a".into()),
+                super::super::Step::Index(0),
+            ]);
+            let (original, current) = (json!({"a": [1]}), json!({"a": [2, 3]}));
+            assert_eq!(
+                touched.diff(&original, &current),
+                json_patch::diff(&original, &current)
+            );
+        }
+
+        /// A JSON Patch as the copy-and-patch it replaces: applied whole,
+        /// or (a failing op, a failing `test`) not at all, members in
+        /// their order.
+        fn json_patch_as_a_copy(original: &Value, op: &MutationOp) -> Result<(), TestCaseError> {
+            let MutationOp::JsonPatch(patch) = op else {
+                return Ok(());
+            };
+            let mut reference = original.clone();
+            if json_patch::patch_unsafe(&mut reference, &patch.0).is_err() {
+                reference = original.clone();
+            }
+            let mut ours = original.clone();
+            let _ = apply_recorded(op, &mut ours, &mut Journal::default());
+            prop_assert_eq!(
+                serde_json::to_string(&ours).unwrap(),
+                serde_json::to_string(&reference).unwrap(),
+                "after {:?}",
+                op
+            );
+            Ok(())
+        }
+
+        #[test]
+        fn a_failing_json_patch_leaves_the_object_as_it_was() {
+            let original = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2]});
+            for ops in [
+                json!([{"op": "remove", "path": "/a"}, {"op": "add", "path": "/z", "value": 0}, {"op": "test", "path": "/e/0", "value": 9}]),
+                json!([{"op": "remove", "path": "/b/c"}, {"op": "add", "path": "/e/0", "value": 0}, {"op": "remove", "path": "/missing"}]),
+            ] {
+                json_patch_as_a_copy(&original, &jp(ops)).unwrap();
+            }
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn a_json_patch_applies_as_on_a_copy(
+                original in prop::collection::vec((key(), value()), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ops in prop::collection::vec(json_patch_op(), 1..4),
+            ) {
+                if let Ok(patch) = serde_json::from_value(Value::Array(ops)) {
+                    json_patch_as_a_copy(&original, &MutationOp::JsonPatch(patch))?;
+                }
+            }
+
             #[test]
             fn the_touched_places_patch_as_the_whole_diff(
                 original in prop::collection::vec((key(), value()), 0..5)
