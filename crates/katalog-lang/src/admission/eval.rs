@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
+use super::touched::{Journal, Step, Touched, Want, anchor, pointer_wants};
 use super::versions::{self, Target, ViewError};
 use super::{
     AdmissionIr, CheckIr, ConditionIr, ForEachIr, MatchIr, MutationIr, MutationOp,
@@ -1398,14 +1399,75 @@ fn violation_message<'i>(
 }
 
 fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn Fn(usize) -> bool) {
-    let adm = &ir.admission;
     let Some(original) = input.object.as_deref() else {
         return;
     };
-    if adm.mutations.is_empty() {
+    let Some((current, touched)) = run_mutations(ir, input, verdict, picked, None) else {
         return;
+    };
+    let patch = touched.diff(original, &current);
+    verdict.patch = patch
+        .0
+        .iter()
+        .filter_map(|op| serde_json::to_value(op).ok())
+        .collect();
+    if !verdict.patch.is_empty() {
+        verdict.patched = Some(current);
     }
-    let mut current = original.clone();
+}
+
+/// For tests: the patch [`evaluate`] gives for `input`'s mutations (all of
+/// them, on any endpoint) next to the whole-object diff, and the names of
+/// the mutations found to change the object each way. They must agree.
+#[doc(hidden)]
+pub fn mutation_patch_check(ir: &Ir, input: &AdmissionInput) -> MutationPatchCheck {
+    let mut check = MutationPatchCheck::default();
+    let mut verdict = Verdict::default();
+    let mut whole_changed = Vec::new();
+    if let Some(original) = input.object.as_deref()
+        && let Some((current, touched)) =
+            run_mutations(ir, input, &mut verdict, &|_| true, Some(&mut whole_changed))
+    {
+        let json = |p: json_patch::Patch| -> Vec<Value> {
+            p.0.iter()
+                .filter_map(|op| serde_json::to_value(op).ok())
+                .collect()
+        };
+        check.touched = json(touched.diff(original, &current));
+        check.whole = json(json_patch::diff(original, &current));
+    }
+    check.touched_changed = verdict.mutations;
+    check.whole_changed = whole_changed;
+    check
+}
+
+/// See [`mutation_patch_check`].
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct MutationPatchCheck {
+    pub touched: Vec<Value>,
+    pub whole: Vec<Value>,
+    pub touched_changed: Vec<String>,
+    pub whole_changed: Vec<String>,
+}
+
+/// Run the mutations on a copy of the object: the object they leave and
+/// the places they touched; `None` when none applies. With `whole_changed`,
+/// also the names of those that changed the object by a whole-object
+/// compare (for [`mutation_patch_check`]).
+fn run_mutations(
+    ir: &Ir,
+    input: &AdmissionInput,
+    verdict: &mut Verdict,
+    picked: &dyn Fn(usize) -> bool,
+    mut whole_changed: Option<&mut Vec<String>>,
+) -> Option<(Value, Touched)> {
+    let adm = &ir.admission;
+    let original = input.object.as_deref()?;
+    // The request as each mutation sees it: its object is the one the
+    // mutations before left. Made on the first mutation that may apply.
+    let mut here: Option<AdmissionInput> = None;
+    let mut touched = Touched::default();
     for (i, m) in adm.mutations.iter().enumerate() {
         if !picked(i) {
             continue;
@@ -1415,23 +1477,21 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
         if applies == Applies::Not {
             continue;
         }
-        let here = AdmissionInput {
-            object: Some(current.clone().into()),
-            ..input.clone()
-        };
-        let before = current.clone();
+        let here = here.get_or_insert_with(|| with_object(input, original.clone()));
+        let before = whole_changed.is_some().then(|| here.object.clone());
         let warn = |verdict: &mut Verdict, message: String| {
             verdict.warnings.push(Finding {
                 rule: m.name.clone(),
                 message,
             })
         };
-        match applies {
+        let changed = match applies {
             Applies::Not => continue,
             // A mutation written against another version of a declared
-            // resource changes the object there; the result is converted back.
+            // resource changes the object there; the result is converted
+            // back, and may differ anywhere.
             Applies::Converted(version) => {
-                let view = match versions::view_at(ir, &here, version) {
+                let mut view = match versions::view_at(ir, here, version) {
                     Ok(view) => view,
                     Err(e) => {
                         if m.matcher.operations.contains(&input.operation) {
@@ -1440,57 +1500,145 @@ fn mutate(ir: &Ir, input: &AdmissionInput, verdict: &mut Verdict, picked: &dyn F
                         continue;
                     }
                 };
-                let vars = Vars::new(adm, &view);
-                let mut changed = view.object.clone().map_or(Value::Null, Obj::into_value);
-                let unchanged = changed.clone();
-                run_mutation(m, &view, &vars, &mut changed, verdict, false);
-                if changed != unchanged {
+                let plan = {
+                    let vars = Vars::new(adm, &view);
+                    plan_mutation(m, &view, &vars, verdict, false)
+                };
+                let mut changed = view.object.take().map_or(Value::Null, Obj::into_value);
+                let mut journal = Journal::default();
+                apply_plan(m, plan, &mut changed, &mut journal, verdict);
+                let current = &mut **here.object.get_or_insert_with(|| Value::Null.into());
+                if !journal.changed(&changed) {
+                    false
+                } else {
                     match versions::convert_object(ir, &changed, &input.group, &input.version) {
-                        Ok(back) => current = back,
-                        Err(e) => warn(
-                            verdict,
-                            format!(
-                                "skipped: failed to convert the mutated object back to {}: {e}",
-                                input.version
-                            ),
-                        ),
+                        Ok(back) => {
+                            let differs = back != *current;
+                            if differs {
+                                touched.add(Vec::new());
+                            }
+                            *current = back;
+                            differs
+                        }
+                        Err(e) => {
+                            warn(
+                                verdict,
+                                format!(
+                                    "skipped: failed to convert the mutated object back to {}: {e}",
+                                    input.version
+                                ),
+                            );
+                            false
+                        }
                     }
                 }
             }
             Applies::AsIs => {
-                let vars = Vars::new(adm, &here);
-                run_mutation(m, &here, &vars, &mut current, verdict, false);
+                let plan = {
+                    let vars = Vars::new(adm, here);
+                    plan_mutation(m, here, &vars, verdict, false)
+                };
+                let current = &mut **here.object.get_or_insert_with(|| Value::Null.into());
+                let mut journal = Journal::default();
+                apply_plan(m, plan, current, &mut journal, verdict);
+                let changed = journal.changed(current);
+                touched.extend(journal.places());
+                changed
             }
-            Applies::PodView => {
-                if let Some(pod) = autogen::pod_view(&here) {
+            Applies::PodView => match autogen::pod_view(here) {
+                None => false,
+                Some(mut pod) => {
                     // Autogen: mutate the pod view, then write it back into the template.
-                    let mut vars = Vars::new(adm, &pod.input);
-                    vars.shown_at = pod.template.clone();
-                    let mut pod_object = pod
-                        .input
-                        .object
-                        .clone()
-                        .map_or(Value::Null, Obj::into_value);
-                    run_mutation(m, &pod.input, &vars, &mut pod_object, verdict, true);
-                    if let Err(e) = autogen::write_back(&pod_object, &mut current, &pod.template) {
+                    let plan = {
+                        let mut vars = Vars::new(adm, &pod.input);
+                        vars.shown_at = pod.template.clone();
+                        plan_mutation(m, &pod.input, &vars, verdict, true)
+                    };
+                    let mut pod_object =
+                        pod.input.object.take().map_or(Value::Null, Obj::into_value);
+                    let mut pod_journal = Journal::default();
+                    apply_plan(m, plan, &mut pod_object, &mut pod_journal, verdict);
+                    let current = &mut **here.object.get_or_insert_with(|| Value::Null.into());
+                    let journal = template_journal(current, &pod.template, pod_journal);
+                    if let Err(e) = autogen::write_back(&pod_object, current, &pod.template) {
                         warn(verdict, format!("skipped: {e}"));
                     }
+                    let changed = journal.changed(current);
+                    touched.extend(journal.places());
+                    changed
                 }
-            }
+            },
+        };
+        if let (Some(names), Some(before)) = (whole_changed.as_deref_mut(), before)
+            && here.object != before
+        {
+            names.push(m.name.clone());
         }
-        if current != before {
+        if changed {
             verdict.mutations.push(m.name.clone());
         }
     }
-    let patch = json_patch::diff(original, &current);
-    verdict.patch = patch
-        .0
-        .iter()
-        .filter_map(|op| serde_json::to_value(op).ok())
-        .collect();
-    if !verdict.patch.is_empty() {
-        verdict.patched = Some(current);
+    Some((here?.object?.into_value(), touched))
+}
+
+/// `input` with `object` in place of its own (which is not copied).
+fn with_object(input: &AdmissionInput, object: Value) -> AdmissionInput {
+    AdmissionInput {
+        operation: input.operation,
+        group: input.group.clone(),
+        version: input.version.clone(),
+        resource: input.resource.clone(),
+        subresource: input.subresource.clone(),
+        kind: input.kind.clone(),
+        name: input.name.clone(),
+        namespace: input.namespace.clone(),
+        object: Some(object.into()),
+        old_object: input.old_object.clone(),
+        username: input.username.clone(),
+        groups: input.groups.clone(),
+        dry_run: input.dry_run,
+        namespace_object: input.namespace_object.clone(),
+        request: input.request.clone(),
     }
+}
+
+/// The places of the controller object that writing the pod view back
+/// (`autogen::write_back`) may change, recorded before it: those the pod
+/// view's own writes touched, under the template; and the template's
+/// `metadata` when it is there but not an object (the write-back makes it
+/// one). Elsewhere the write-back puts back what the view copied.
+fn template_journal(real: &Value, template: &Path, pod: Journal) -> Journal {
+    let mut journal = Journal::default();
+    fn under<'a>(template: &'a Path, rest: &'a [Step]) -> Vec<Want<'a>> {
+        let mut wants: Vec<Want> = template.segments().iter().map(Want::from).collect();
+        wants.extend(rest.iter().map(Want::from));
+        wants
+    }
+    let metadata = template.child("metadata");
+    if metadata.get(real).is_some_and(|m| !m.is_object()) {
+        journal.record(
+            real,
+            anchor(real, metadata.segments().iter().map(Want::from)),
+        );
+    }
+    for place in pod.places() {
+        match place.first() {
+            // The whole view: its metadata and spec.
+            None => {
+                for part in ["metadata", "spec"] {
+                    let mut wants = under(template, &[]);
+                    wants.push(Want::Key(part.into()));
+                    journal.record(real, anchor(real, wants));
+                }
+            }
+            Some(Step::Key(k)) if k == "metadata" || k == "spec" => {
+                journal.record(real, anchor(real, under(template, &place)));
+            }
+            // `apiVersion` and `kind` of the view are not written back.
+            Some(_) => {}
+        }
+    }
+    journal
 }
 
 /// How mutation `m` may apply to `input`, from what the mutations before
@@ -1530,15 +1678,21 @@ fn applies<'a>(ir: &Ir, m: &'a MutationIr, input: &AdmissionInput) -> Applies<'a
     }
 }
 
-/// One mutation on `obj` (the object `input` carries, or its pod view).
-fn run_mutation<'i>(
-    m: &MutationIr,
+/// One op of a mutation as it will be applied (its path rebased on a
+/// `forEach` element, its value computed), with how a warning names the
+/// element; or the warning of an op that could not be made.
+type Planned<'m> = Result<(std::borrow::Cow<'m, MutationOp>, Option<String>), String>;
+
+/// What mutation `m` does to the object `input` carries (or its pod view),
+/// decided on that object: nothing when it does not match, else its ops.
+/// Nothing here changes the object, so it is not copied to be read.
+fn plan_mutation<'m, 'i>(
+    m: &'m MutationIr,
     input: &'i AdmissionInput,
     vars: &Vars<'i, 'i>,
-    obj: &mut Value,
     verdict: &mut Verdict,
     pod_view: bool,
-) {
+) -> Vec<Planned<'m>> {
     let matched = if pod_view {
         matches_scope(&m.matcher, input, Some(vars))
     } else {
@@ -1546,41 +1700,74 @@ fn run_mutation<'i>(
     };
     match matched {
         Ok(true) => verdict.matched.push(m.name.clone()),
-        Ok(false) => return,
+        Ok(false) => return Vec::new(),
         Err(e) => {
             verdict.warnings.push(Finding {
                 rule: m.name.clone(),
                 message: format!("skipped: its match failed to evaluate: {e}"),
             });
-            return;
+            return Vec::new();
         }
     }
+    let Some(each) = &m.for_each else {
+        return m
+            .ops
+            .iter()
+            .map(|op| {
+                computed(op, vars)
+                    .map(|op| (op, None))
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+    };
+    let scopes = match for_each_scopes(each, input, vars) {
+        Ok(s) => s,
+        Err(e) => return vec![Err(format!("its forEach failed to evaluate: {e}"))],
+    };
+    let mut plan = Vec::new();
+    for (scope, label) in scopes {
+        for op in &m.ops {
+            let rebased = op.rebased(&scope.base);
+            plan.push(match computed(&rebased, &scope) {
+                Ok(std::borrow::Cow::Owned(op)) => {
+                    Ok((std::borrow::Cow::Owned(op), Some(label.clone())))
+                }
+                Ok(std::borrow::Cow::Borrowed(_)) => {
+                    Ok((std::borrow::Cow::Owned(rebased), Some(label.clone())))
+                }
+                Err(e) => Err(format!("{label}: {e}")),
+            });
+        }
+    }
+    plan
+}
+
+/// Apply a [`plan_mutation`] to `obj`, recording in `journal` each place
+/// before it is written; a failing op is skipped with a warning.
+fn apply_plan(
+    m: &MutationIr,
+    plan: Vec<Planned>,
+    obj: &mut Value,
+    journal: &mut Journal,
+    verdict: &mut Verdict,
+) {
     let mut warn = |e: String| {
         verdict.warnings.push(Finding {
             rule: m.name.clone(),
             message: format!("skipped: {e}"),
         })
     };
-    let Some(each) = &m.for_each else {
-        for op in &m.ops {
-            if let Err(e) =
-                computed(op, vars).and_then(|op| apply(&op, obj).map_err(EvalError::from))
-            {
-                warn(e.to_string());
-            }
-        }
-        return;
-    };
-    let scopes = match for_each_scopes(each, input, vars) {
-        Ok(s) => s,
-        Err(e) => return warn(format!("its forEach failed to evaluate: {e}")),
-    };
-    for (scope, label) in scopes {
-        for op in &m.ops {
-            if let Err(e) = computed(&op.rebased(&scope.base), &scope)
-                .and_then(|op| apply(&op, obj).map_err(EvalError::from))
-            {
-                warn(format!("{label}: {e}"));
+    for planned in plan {
+        match planned {
+            Err(e) => warn(e),
+            Ok((op, label)) => {
+                if let Err(e) = apply_recorded(&op, obj, journal) {
+                    let e = EvalError::from(e);
+                    warn(match label {
+                        Some(label) => format!("{label}: {e}"),
+                        None => e.to_string(),
+                    });
+                }
             }
         }
     }
@@ -1621,50 +1808,123 @@ fn fill_defaults(target: &mut Value, overlay: &Value) {
     }
 }
 
+/// Record the place a write to `path` may change.
+fn record(journal: &mut Journal, obj: &Value, path: &Path) {
+    journal.record(obj, anchor(obj, path.segments().iter().map(Want::from)));
+}
+
+/// Record the places a JSON Patch may change: for each operation the
+/// parent of its `path` (an `add` or `remove` at a list index shifts the
+/// elements after it), and of its `from` for a `move`.
+fn record_json_patch(journal: &mut Journal, obj: &Value, patch: &json_patch::Patch) {
+    use json_patch::PatchOperation as Op;
+    for op in &patch.0 {
+        let (path, from) = match op {
+            Op::Add(o) => (&o.path, None),
+            Op::Remove(o) => (&o.path, None),
+            Op::Replace(o) => (&o.path, None),
+            Op::Move(o) => (&o.path, Some(&o.from)),
+            Op::Copy(o) => (&o.path, None),
+            Op::Test(_) => continue,
+        };
+        for pointer in std::iter::once(path).chain(from) {
+            let mut wants = pointer_wants(pointer);
+            wants.pop();
+            journal.record(obj, anchor(obj, wants));
+        }
+    }
+}
+
+/// [`apply_recorded`], recording nowhere.
+#[cfg(test)]
 fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), MutationError> {
+    apply_recorded(op, obj, &mut Journal::default())
+}
+
+/// Apply one op to `obj`, recording in `journal` each place before it is
+/// written.
+fn apply_recorded(
+    op: &MutationOp,
+    obj: &mut Value,
+    journal: &mut Journal,
+) -> Result<(), MutationError> {
     match op {
         MutationOp::Computed { .. } => Err(MutationError::NotComputed),
         MutationOp::JsonPatch(patch) => {
-            let mut patched = obj.clone();
-            match json_patch::patch_unsafe(&mut patched, &patch.0) {
-                Ok(()) => {
-                    *obj = patched;
-                    Ok(())
+            record_json_patch(journal, obj, patch);
+            // What the patch may change, to put back when an operation fails.
+            let mut undo = Journal::default();
+            record_json_patch(&mut undo, obj, patch);
+            match json_patch::patch_unsafe(obj, &patch.0) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    undo.restore(obj);
+                    // A failing `test` is a guard: the patch does not apply here.
+                    if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) {
+                        Ok(())
+                    } else {
+                        Err(MutationError::JsonPatch {
+                            operation: e.operation,
+                            path: e.path.to_string(),
+                            reason: e.kind.to_string(),
+                        })
+                    }
                 }
-                // A failing `test` is a guard: the patch does not apply here.
-                Err(e) if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) => Ok(()),
-                Err(e) => Err(MutationError::JsonPatch {
-                    operation: e.operation,
-                    path: e.path.to_string(),
-                    reason: e.kind.to_string(),
-                }),
             }
         }
-        MutationOp::MergePatch { at, patch } => match get_mut(obj, at) {
-            Some(target) => {
-                json_patch::merge(target, patch);
-                Ok(())
+        MutationOp::MergePatch { at, patch } => {
+            match (get_in(at.segments(), obj), patch.as_object()) {
+                // An object merged into an object writes only its members.
+                (Some(Value::Object(_)), Some(members)) => {
+                    for key in members.keys() {
+                        record(journal, obj, &at.child(key.clone()));
+                    }
+                }
+                (Some(_), _) => record(journal, obj, at),
+                (None, _) => {}
             }
-            None => Err(MutationError::NoMergeTarget { at: at.clone() }),
-        },
-        MutationOp::Defaults { at, overlay } => match get_mut(obj, at) {
-            Some(target) if target.is_object() => {
-                fill_defaults(target, overlay);
-                Ok(())
+            match get_mut(obj, at) {
+                Some(target) => {
+                    json_patch::merge(target, patch);
+                    Ok(())
+                }
+                None => Err(MutationError::NoMergeTarget { at: at.clone() }),
             }
-            Some(other) => Err(MutationError::NotAnObject {
-                at: at.clone(),
-                found: type_name(other),
-            }),
-            None => Err(MutationError::NoDefaultsTarget { at: at.clone() }),
-        },
-        MutationOp::Default { path, value } => set_each(path, obj, value, false),
-        MutationOp::Set { path, value } => set_each(path, obj, value, true),
+        }
+        MutationOp::Defaults { at, overlay } => {
+            if let (Some(Value::Object(_)), Some(members)) =
+                (get_in(at.segments(), obj), overlay.as_object())
+            {
+                for key in members.keys() {
+                    record(journal, obj, &at.child(key.clone()));
+                }
+            }
+            match get_mut(obj, at) {
+                Some(target) if target.is_object() => {
+                    fill_defaults(target, overlay);
+                    Ok(())
+                }
+                Some(other) => Err(MutationError::NotAnObject {
+                    at: at.clone(),
+                    found: type_name(other),
+                }),
+                None => Err(MutationError::NoDefaultsTarget { at: at.clone() }),
+            }
+        }
+        MutationOp::Default { path, value } => set_each(path, obj, value, false, journal),
+        MutationOp::Set { path, value } => set_each(path, obj, value, true, journal),
         MutationOp::Remove { path } => {
             let mut targets: Vec<Path> = path.select(obj).into_iter().map(|(p, _)| p).collect();
             // Remove later list elements first so earlier indices stay valid.
             targets.reverse();
             for p in targets {
+                match p.segments().split_last() {
+                    // Removing an element shifts the ones after it: the list changes.
+                    Some((Segment::Index(_), list)) => {
+                        record(journal, obj, &Path::from_segments(list.to_vec()))
+                    }
+                    _ => record(journal, obj, &p),
+                }
                 remove_at(obj, &p);
             }
             Ok(())
@@ -1676,9 +1936,13 @@ fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), MutationError> {
                 };
                 let target = parent.child(key.clone());
                 match target.get(obj) {
-                    None => target.set(obj, Value::Array(vec![value.clone()]))?,
+                    None => {
+                        record(journal, obj, &target);
+                        target.set(obj, Value::Array(vec![value.clone()]))?
+                    }
                     Some(Value::Array(items)) if items.iter().any(|x| json_eq(x, value)) => {}
                     Some(Value::Array(_)) => {
+                        record(journal, obj, &target);
                         if let Some(Value::Array(items)) = get_mut(obj, &target) {
                             items.push(value.clone());
                         }
@@ -1698,11 +1962,16 @@ fn apply(op: &MutationOp, obj: &mut Value) -> Result<(), MutationError> {
             for (k, v) in add {
                 let p = path.child(k.clone());
                 if p.get(obj).and_then(Value::as_str) != Some(v.as_str()) {
+                    record(journal, obj, &p);
                     p.set(obj, Value::String(v.clone()))?;
                 }
             }
             for k in remove {
-                remove_at(obj, &path.child(k.clone()));
+                let p = path.child(k.clone());
+                if p.get(obj).is_some() {
+                    record(journal, obj, &p);
+                    remove_at(obj, &p);
+                }
             }
             Ok(())
         }
@@ -1736,6 +2005,7 @@ fn set_each(
     obj: &mut Value,
     value: &Value,
     replace: bool,
+    journal: &mut Journal,
 ) -> Result<(), MutationError> {
     let Some(Segment::Key(key)) = path.segments().last() else {
         return Err(MutationError::NoFieldName { path: path.clone() });
@@ -1744,7 +2014,10 @@ fn set_each(
         let target = parent.child(key.clone());
         match target.get(obj) {
             Some(existing) if !replace || json_eq(existing, value) => {}
-            _ => target.set(obj, value.clone())?,
+            _ => {
+                record(journal, obj, &target);
+                target.set(obj, value.clone())?
+            }
         }
     }
     Ok(())
@@ -2107,6 +2380,256 @@ mod tests {
 
     fn p(text: &str) -> Path {
         Path::parse(text).unwrap()
+    }
+
+    mod touched_patch {
+        //! The patch from the places mutations touched is the whole-object
+        //! diff, on random objects and random ops at random paths.
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::super::{Journal, MutationOp, Touched, apply_recorded};
+        use crate::path::{Path, Segment};
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                (0..3i64).prop_map(|n| json!(n)),
+                prop::sample::select(&["x", "y"][..]).prop_map(|s| json!(s)),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::vec((key(), inner), 0..4)
+                        .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn key() -> impl Strategy<Value = String> {
+            prop::sample::select(&["a", "b", "c", "0", "1"][..]).prop_map(String::from)
+        }
+
+        fn segment() -> impl Strategy<Value = Segment> {
+            prop_oneof![
+                4 => key().prop_map(Segment::Key),
+                2 => (0..3usize).prop_map(Segment::Index),
+                1 => Just(Segment::Wildcard),
+            ]
+        }
+
+        fn path() -> impl Strategy<Value = Path> {
+            prop::collection::vec(segment(), 1..4).prop_map(Path::from_segments)
+        }
+
+        fn pointer() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop_oneof![key(), Just("-".to_string()), Just("2".to_string())],
+                0..4,
+            )
+            .prop_map(|t| t.iter().map(|t| format!("/{t}")).collect())
+        }
+
+        fn json_patch_op() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                (pointer(), value()).prop_map(|(p, v)| json!({"op": "add", "path": p, "value": v})),
+                pointer().prop_map(|p| json!({"op": "remove", "path": p})),
+                (pointer(), value())
+                    .prop_map(|(p, v)| json!({"op": "replace", "path": p, "value": v})),
+                (pointer(), pointer())
+                    .prop_map(|(f, p)| json!({"op": "move", "from": f, "path": p})),
+                (pointer(), pointer())
+                    .prop_map(|(f, p)| json!({"op": "copy", "from": f, "path": p})),
+                (pointer(), value())
+                    .prop_map(|(p, v)| json!({"op": "test", "path": p, "value": v})),
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = MutationOp> {
+            prop_oneof![
+                (path(), value()).prop_map(|(path, value)| MutationOp::Set { path, value }),
+                (path(), value()).prop_map(|(path, value)| MutationOp::Default { path, value }),
+                path().prop_map(|path| MutationOp::Remove { path }),
+                (path(), value()).prop_map(|(path, value)| MutationOp::Append { path, value }),
+                (
+                    prop::sample::select(&["labels", "annotations"][..]),
+                    prop::collection::vec((key(), key()), 0..3),
+                    prop::collection::vec(key(), 0..2)
+                )
+                    .prop_map(|(field, add, remove)| MutationOp::Metadata {
+                        field,
+                        add,
+                        remove
+                    }),
+                (prop::collection::vec(segment(), 0..3), value()).prop_map(|(at, patch)| {
+                    MutationOp::MergePatch {
+                        at: Path::from_segments(at),
+                        patch,
+                    }
+                }),
+                (prop::collection::vec(segment(), 0..3), value()).prop_map(|(at, overlay)| {
+                    MutationOp::Defaults {
+                        at: Path::from_segments(at),
+                        overlay,
+                    }
+                }),
+                prop::collection::vec(json_patch_op(), 1..4).prop_filter_map(
+                    "a valid JSON Patch",
+                    |ops| serde_json::from_value(Value::Array(ops))
+                        .ok()
+                        .map(MutationOp::JsonPatch)
+                ),
+            ]
+        }
+
+        /// A mutation's ops, each mutation with its own journal, as `mutate` runs them.
+        fn run(original: &Value, mutations: &[Vec<MutationOp>]) -> Result<(), TestCaseError> {
+            let mut current = original.clone();
+            let mut touched = Touched::default();
+            for ops in mutations {
+                let before = current.clone();
+                let mut journal = Journal::default();
+                for op in ops {
+                    let _ = apply_recorded(op, &mut current, &mut journal);
+                }
+                prop_assert_eq!(
+                    journal.changed(&current),
+                    current != before,
+                    "changed, after {:?}",
+                    ops
+                );
+                touched.extend(journal.places());
+            }
+            let whole = json_patch::diff(original, &current);
+            let ours = touched.diff(original, &current);
+            prop_assert_eq!(
+                serde_json::to_value(&ours).unwrap(),
+                serde_json::to_value(&whole).unwrap(),
+                "from {} to {}",
+                original,
+                current
+            );
+            Ok(())
+        }
+
+        fn jp(ops: Value) -> MutationOp {
+            MutationOp::JsonPatch(serde_json::from_value(ops).unwrap())
+        }
+
+        #[test]
+        fn a_move_within_a_list_touches_the_list() {
+            // Same length after: each element between the two indices moved.
+            let original = json!({"a": ["x", "y", "z"], "b": 1});
+            run(
+                &original,
+                &[vec![jp(
+                    json!([{"op": "move", "from": "/a/0", "path": "/a/2"}]),
+                )]],
+            )
+            .unwrap();
+        }
+
+        #[test]
+        fn a_parent_created_then_removed_is_no_change() {
+            let set = MutationOp::Set {
+                path: Path::parse("x.y.z").unwrap(),
+                value: json!(1),
+            };
+            let remove = MutationOp::Remove {
+                path: Path::parse("x").unwrap(),
+            };
+            run(&json!({"a": 1}), &[vec![set, remove]]).unwrap();
+        }
+
+        #[test]
+        fn a_list_whose_length_changed_is_diffed_whole() {
+            // Outside the contract (the element added is not a touched
+            // place), a list of another length is still diffed whole.
+            let mut touched = Touched::default();
+            touched.add(vec![
+                super::super::Step::Key("a".into()),
+                super::super::Step::Index(0),
+            ]);
+            let (original, current) = (json!({"a": [1]}), json!({"a": [2, 3]}));
+            assert_eq!(
+                touched.diff(&original, &current),
+                json_patch::diff(&original, &current)
+            );
+        }
+
+        /// A JSON Patch as the copy-and-patch it replaces: applied whole,
+        /// or (a failing op, a failing `test`) not at all, members in
+        /// their order.
+        fn json_patch_as_a_copy(original: &Value, op: &MutationOp) -> Result<(), TestCaseError> {
+            let MutationOp::JsonPatch(patch) = op else {
+                return Ok(());
+            };
+            let mut reference = original.clone();
+            if json_patch::patch_unsafe(&mut reference, &patch.0).is_err() {
+                reference = original.clone();
+            }
+            let mut ours = original.clone();
+            let _ = apply_recorded(op, &mut ours, &mut Journal::default());
+            prop_assert_eq!(
+                serde_json::to_string(&ours).unwrap(),
+                serde_json::to_string(&reference).unwrap(),
+                "after {:?}",
+                op
+            );
+            Ok(())
+        }
+
+        #[test]
+        fn a_failing_json_patch_leaves_the_object_as_it_was() {
+            let original = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2]});
+            for ops in [
+                json!([{"op": "remove", "path": "/a"}, {"op": "add", "path": "/z", "value": 0}, {"op": "test", "path": "/e/0", "value": 9}]),
+                json!([{"op": "remove", "path": "/b/c"}, {"op": "add", "path": "/e/0", "value": 0}, {"op": "remove", "path": "/missing"}]),
+            ] {
+                json_patch_as_a_copy(&original, &jp(ops)).unwrap();
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn a_json_patch_applies_as_on_a_copy(
+                original in prop::collection::vec((key(), value()), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ops in prop::collection::vec(json_patch_op(), 1..4),
+            ) {
+                if let Ok(patch) = serde_json::from_value(Value::Array(ops)) {
+                    json_patch_as_a_copy(&original, &MutationOp::JsonPatch(patch))?;
+                }
+            }
+
+            #[test]
+            fn the_touched_places_patch_as_the_whole_diff(
+                original in prop::collection::vec((key(), value()), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                mutations in prop::collection::vec(prop::collection::vec(op(), 1..4), 1..4),
+            ) {
+                run(&original, &mutations)?;
+            }
+
+            /// A Kubernetes-shaped object: the ops reach into metadata and lists.
+            #[test]
+            fn on_an_object_with_metadata_and_lists(
+                labels in prop::collection::vec((key(), key()), 0..3),
+                list in prop::collection::vec(value(), 0..4),
+                mutations in prop::collection::vec(prop::collection::vec(op(), 1..4), 1..4),
+            ) {
+                let labels: serde_json::Map<String, Value> =
+                    labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+                let original = json!({
+                    "metadata": {"labels": labels, "b": list.clone()},
+                    "a": list.clone(),
+                    "b": {"c": list, "0": {"1": "x"}},
+                });
+                run(&original, &mutations)?;
+            }
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod eval;
 pub mod input;
 pub mod known;
 pub mod review;
+mod touched;
 pub mod types;
 pub(crate) mod versions;
 pub mod webhooks;
