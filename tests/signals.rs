@@ -152,3 +152,47 @@ fn sigquit_stops_at_once() {
         "SIGQUIT let the review finish"
     );
 }
+
+/// `katalog serve` runs with mimalloc's purge delay at 50 ms (the setting
+/// it is measured and deployed with) unless the variable is given, in
+/// which case the operator's value stays; the process is the same one.
+#[test]
+fn serve_runs_with_the_allocator_purge_delay_unless_given() {
+    let environ = |pid: u32| -> Vec<String> {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .expect("the environment of the process")
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .filter(|v| v.starts_with("MIMALLOC_PURGE_DELAY="))
+            .collect()
+    };
+    for (given, want) in [(None, "50"), (Some("1000"), "1000"), (Some(""), "")] {
+        let scratch = Scratch::new("purge-delay");
+        std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
+        let port = free_port();
+        let args: Vec<String> = [
+            "serve",
+            "--katalog",
+            &scratch.path("k.yaml").to_string_lossy(),
+            "--dev-cert-dir",
+            &scratch.path("certs").to_string_lossy(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut serve = Serve::start_with(&args, |c| {
+            match given {
+                Some(v) => c.env("MIMALLOC_PURGE_DELAY", v),
+                None => c.env_remove("MIMALLOC_PURGE_DELAY"),
+            };
+        });
+        serve.wait_for_line("katalog serving", Duration::from_secs(30));
+        assert_eq!(
+            environ(serve.pid()),
+            vec![format!("MIMALLOC_PURGE_DELAY={want}")],
+            "given {given:?}"
+        );
+        serve.signal("TERM");
+    }
+}

@@ -187,7 +187,15 @@ pub struct Serve {
 impl Serve {
     /// `katalog ARGS` (ARGS starting with `serve`) in the repository root.
     pub fn start(args: &[String]) -> Serve {
-        let mut child = Command::new(katalog_bin())
+        Serve::start_with(args, |_| {})
+    }
+
+    /// [`Serve::start`] with the command changed by `with` first (its
+    /// environment, for one).
+    pub fn start_with(args: &[String], with: impl FnOnce(&mut Command)) -> Serve {
+        let mut command = Command::new(katalog_bin());
+        with(&mut command);
+        let mut child = command
             .args(args)
             .current_dir(repo())
             .env_remove("KATALOG_KATALOG")
