@@ -18,7 +18,7 @@ use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
 use crate::document::PodControllers;
 use crate::json::ValueAt;
-use crate::json::node::Obj;
+use crate::json::node::{Node, Obj};
 use crate::path::{Path, SetError};
 
 /// `(kind, group, version, resource, template path)` of every pod controller.
@@ -144,9 +144,12 @@ pub fn pod_view(input: &AdmissionInput) -> Option<PodView> {
         .iter()
         .find(|(_, g, v, r, _)| *g == input.group && *v == input.version && *r == input.resource)?;
     let template = template_path(t);
+    // An object read as a node gives a node: the view is not converted.
     let view = |obj: &Option<Obj>| {
-        obj.as_deref()
-            .map(|o| Obj::from(view_of(o, &template, input)))
+        obj.as_ref().map(|o| match o.node() {
+            Some(node) => Obj::from_node(node_view_of(node, &template, input)),
+            None => Obj::from(view_of(o, &template, input)),
+        })
     };
     // Field by field: the controller's objects are not copied, only viewed.
     Some(PodView {
@@ -193,6 +196,35 @@ fn view_of(obj: &Value, template: &Path, input: &AdmissionInput) -> Value {
         pod.insert("spec".into(), spec.clone());
     }
     Value::Object(pod)
+}
+
+/// [`view_of`] of an object read as a [`Node`]: the same pod, as a node.
+fn node_view_of(obj: &Node, template: &Path, input: &AdmissionInput) -> Node {
+    let t = obj.at(template.segments());
+    let mut metadata: Vec<(String, Node)> = match t.and_then(|t| t.get("metadata")) {
+        Some(Node::Object(members)) => members
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let namespace = obj
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Node::as_str)
+        .unwrap_or(&input.namespace);
+    if !namespace.is_empty() && !metadata.iter().any(|(k, _)| k == "namespace") {
+        metadata.push(("namespace".into(), Node::String(namespace.into())));
+    }
+    let mut pod = vec![
+        ("apiVersion".into(), Node::String("v1".into())),
+        ("kind".into(), Node::String("Pod".into())),
+        ("metadata".into(), Node::object(metadata)),
+    ];
+    if let Some(spec) = t.and_then(|t| t.get("spec")) {
+        pod.push(("spec".into(), spec.clone()));
+    }
+    Node::object(pod)
 }
 
 /// True when the rule applies to this controller request (its operation and
@@ -262,6 +294,70 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// The pod view of an object read as a node is the view of the same
+    /// object as a `Value`, for every controller and odd shapes.
+    #[test]
+    fn a_nodes_pod_view_is_the_values() {
+        use super::{CONTROLLERS, Node, Obj, pod_view};
+        use crate::admission::AdmissionInput;
+        use serde_json::json;
+        let template = json!({
+            "metadata": {"labels": {"app": "a"}, "annotations": {"x": "y"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "hostPID": true}
+        });
+        for (_, group, version, resource, path) in CONTROLLERS.iter() {
+            let mut objects = vec![
+                json!({"metadata": {"name": "d", "namespace": "ns"}}),
+                json!({"metadata": {"name": "d"}}),
+                json!({"metadata": "odd", "spec": 3}),
+                json!(null),
+            ];
+            for namespace in [json!("own"), json!(null)] {
+                let mut object = json!({"metadata": {"name": "d", "namespace": "ns"}});
+                let mut t = template.clone();
+                t["metadata"]["namespace"] = namespace.clone();
+                if namespace.is_null() {
+                    t["metadata"].as_object_mut().unwrap().remove("namespace");
+                }
+                let pointer = format!("/{}", path.replace('.', "/"));
+                let mut at = &mut object;
+                for key in pointer.split('/').skip(1) {
+                    at = &mut at[key];
+                }
+                *at = t;
+                objects.push(object);
+            }
+            for object in objects {
+                let input = |o: Obj| AdmissionInput {
+                    operation: Operation::Create,
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    resource: resource.to_string(),
+                    subresource: String::new(),
+                    kind: String::new(),
+                    name: "d".into(),
+                    namespace: "req".into(),
+                    object: Some(o),
+                    old_object: None,
+                    username: String::new(),
+                    groups: Vec::new(),
+                    dry_run: false,
+                    namespace_object: None,
+                    request: serde_json::Value::Null,
+                };
+                let from_value = pod_view(&input(Obj::from(object.clone()))).unwrap();
+                let from_node = pod_view(&input(Obj::from_node(Node::from(&object)))).unwrap();
+                let node = from_node.input.object.as_ref().unwrap();
+                assert!(node.node().is_some(), "a node's view is a node");
+                assert_eq!(
+                    serde_json::to_string(&**node).unwrap(),
+                    serde_json::to_string(&**from_value.input.object.as_ref().unwrap()).unwrap(),
+                    "{resource}: {object}"
+                );
+            }
+        }
     }
 
     #[test]

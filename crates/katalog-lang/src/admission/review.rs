@@ -720,13 +720,27 @@ spec:
         relabel["request"]["operation"] = json!("UPDATE");
         relabel["request"]["oldObject"] = privileged["request"]["object"].clone();
         relabel["request"]["oldObject"]["spec"] = create["request"]["object"]["spec"].clone();
+        // A Deployment: its pod template is viewed as a Pod (autogen).
+        let mut deployment = privileged.clone();
+        let pod = privileged["request"]["object"].clone();
+        deployment["request"]["kind"] =
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        deployment["request"]["resource"] =
+            json!({"group": "apps", "version": "v1", "resource": "deployments"});
+        deployment["request"]["object"] = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a"},
+            "spec": {"replicas": 2, "template": {"metadata": pod["metadata"], "spec": pod["spec"]}}
+        });
         let verdicts = [
             Verdict::Allowed,
             Verdict::Denied,
             Verdict::Denied,
             Verdict::Allowed,
+            Verdict::Denied,
         ];
-        for (review, verdict) in [create, privileged, update, relabel].iter().zip(verdicts) {
+        let reviews = [create, privileged, update, relabel, deployment];
+        for (review, verdict) in reviews.iter().zip(verdicts) {
             let body = serde_json::to_vec(review).unwrap();
             let before = crate::json::node::CONVERSIONS.with(|c| c.get());
             let got = review_bytes(&baseline, &body, Endpoint::Validate, None).expect("answered");

@@ -182,6 +182,34 @@ impl Node {
         }
     }
 
+    /// An object of `members` (in order; a repeated key in its first
+    /// place with its last value).
+    pub fn object(members: Vec<(String, Node)>) -> Node {
+        Node::Object(Members::new(members))
+    }
+
+    /// The value at `segments` (keys and indices; a wildcard selects
+    /// nothing), as [`crate::path::get_in`] reads a [`Value`].
+    pub fn at(&self, segments: &[crate::path::Segment]) -> Option<&Node> {
+        use crate::path::Segment;
+        let mut cur = self;
+        for seg in segments {
+            cur = match (seg, cur) {
+                (Segment::Key(k), Node::Object(m)) => m.get(k)?,
+                (Segment::Index(i), Node::Array(a)) => a.get(*i)?,
+                _ => return None,
+            };
+        }
+        Some(cur)
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
     pub fn is_null(&self) -> bool {
         matches!(self, Node::Null)
     }
