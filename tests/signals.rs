@@ -154,8 +154,9 @@ fn sigquit_stops_at_once() {
 }
 
 /// `katalog serve` runs with mimalloc's purge delay at 50 ms (the setting
-/// it is measured and deployed with) unless the variable is given, in
-/// which case the operator's value stays; the process is the same one.
+/// it is measured and deployed with) unless the operator set it — under
+/// any case of the name, or mimalloc's older name — in which case the
+/// operator's value stays; the process is the same one.
 #[test]
 fn serve_runs_with_the_allocator_purge_delay_unless_given() {
     let environ = |pid: u32| -> Vec<String> {
@@ -163,10 +164,22 @@ fn serve_runs_with_the_allocator_purge_delay_unless_given() {
             .expect("the environment of the process")
             .split(|b| *b == 0)
             .map(|v| String::from_utf8_lossy(v).into_owned())
-            .filter(|v| v.starts_with("MIMALLOC_PURGE_DELAY="))
+            .filter(|v| v.to_ascii_uppercase().starts_with("MIMALLOC_"))
             .collect()
     };
-    for (given, want) in [(None, "50"), (Some("1000"), "1000"), (Some(""), "")] {
+    let cases: [(Option<(&str, &str)>, &str); 4] = [
+        (None, "MIMALLOC_PURGE_DELAY=50"),
+        (
+            Some(("MIMALLOC_PURGE_DELAY", "1000")),
+            "MIMALLOC_PURGE_DELAY=1000",
+        ),
+        (
+            Some(("mimalloc_purge_delay", "0")),
+            "mimalloc_purge_delay=0",
+        ),
+        (Some(("MIMALLOC_RESET_DELAY", "")), "MIMALLOC_RESET_DELAY="),
+    ];
+    for (given, want) in cases {
         let scratch = Scratch::new("purge-delay");
         std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
         let port = free_port();
@@ -182,15 +195,23 @@ fn serve_runs_with_the_allocator_purge_delay_unless_given() {
         .map(String::from)
         .to_vec();
         let mut serve = Serve::start_with(&args, |c| {
-            match given {
-                Some(v) => c.env("MIMALLOC_PURGE_DELAY", v),
-                None => c.env_remove("MIMALLOC_PURGE_DELAY"),
-            };
+            for (name, _) in std::env::vars_os() {
+                if name
+                    .to_string_lossy()
+                    .to_ascii_uppercase()
+                    .starts_with("MIMALLOC_")
+                {
+                    c.env_remove(name);
+                }
+            }
+            if let Some((name, value)) = given {
+                c.env(name, value);
+            }
         });
         serve.wait_for_line("katalog serving", Duration::from_secs(30));
         assert_eq!(
             environ(serve.pid()),
-            vec![format!("MIMALLOC_PURGE_DELAY={want}")],
+            vec![want.to_string()],
             "given {given:?}"
         );
         serve.signal("TERM");

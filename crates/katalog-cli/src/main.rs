@@ -667,32 +667,48 @@ fn main() -> ExitCode {
 /// mimalloc returns freed memory to the system after 50 ms instead of its
 /// default 1 s (`MIMALLOC_PURGE_DELAY`, read when the allocator starts,
 /// before `main`), which keeps the peak RSS of large reviews under load
-/// about a fifth lower for 10–30% more CPU on them (docs/benchmarks.md).
-/// Unless the variable is set (to anything: the operator's choice),
-/// `katalog serve` runs itself again with it, in the same process (exec);
-/// where that cannot be done it goes on with the allocator's default.
+/// about a third lower for about a quarter more CPU on them
+/// (docs/benchmarks.md). Unless the operator set the delay (mimalloc reads
+/// the variable's name in any case, and its older name
+/// `MIMALLOC_RESET_DELAY`), `katalog serve` runs itself again with it, in
+/// the same process (exec); where that cannot be done it says so and goes
+/// on with the allocator's default.
 fn serve_allocator_defaults() {
     #[cfg(unix)]
-    if std::env::var_os(PURGE_DELAY).is_none()
-        && let Ok(exe) = std::env::current_exe()
     {
+        const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
+        let set = std::env::vars_os().any(|(name, _)| {
+            let name = name.to_string_lossy().to_ascii_uppercase();
+            name == PURGE_DELAY || name == "MIMALLOC_RESET_DELAY"
+        });
+        if set {
+            return;
+        }
         use std::os::unix::process::CommandExt;
-        let mut args = std::env::args_os();
-        let argv0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
-        let err = std::process::Command::new(&exe)
-            .arg0(argv0)
-            .args(args)
-            .env(PURGE_DELAY, "50")
-            .exec();
+        // The running binary even if its file was replaced since.
+        let exe = if cfg!(target_os = "linux") {
+            Ok(std::path::PathBuf::from("/proc/self/exe"))
+        } else {
+            std::env::current_exe()
+        };
+        let err = match exe {
+            Ok(exe) => {
+                let mut args = std::env::args_os();
+                let argv0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+                std::process::Command::new(&exe)
+                    .arg0(argv0)
+                    .args(args)
+                    .env(PURGE_DELAY, "50")
+                    .exec()
+            }
+            Err(e) => e,
+        };
         eprintln!(
             "katalog serve: could not run again with {PURGE_DELAY}=50 ({err}); \
              going on with the allocator's default"
         );
     }
 }
-
-/// The environment variable of mimalloc's purge delay, in milliseconds.
-const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 
 fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {

@@ -594,6 +594,12 @@ impl CelProgram {
     }
 
     /// Whether every identifier the expression reads is one of [`REQUEST`].
+    /// Whether the evaluator over the bound values (`native`) can run it at
+    /// all (it may still give an evaluation back to the interpreter).
+    pub fn runs_natively(&self) -> bool {
+        self.inner.native
+    }
+
     pub fn reads_only_request(&self) -> bool {
         self.inner.request_only
     }
@@ -3116,6 +3122,8 @@ mod tests {
                 "{}",
                 case.to_string().len()
             );
+            let node = Node::from(case);
+            assert_eq!(node_shape(&node), reference(case, 0), "node");
         }
         assert_eq!(shape(cases.last().unwrap()), (8, 311));
     }

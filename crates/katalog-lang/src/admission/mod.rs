@@ -57,12 +57,29 @@ impl AdmissionIr {
         let matcher_cel_only = |m: &MatchIr| {
             m.object_selector.is_none() && m.condition.as_ref().is_none_or(ConditionIr::cel_only)
         };
+        // An expression only cel's interpreter runs reads the objects as
+        // JSON: they would be converted on every request.
+        fn native<'p>(mut programs: impl Iterator<Item = &'p CelProgram>) -> bool {
+            programs.all(CelProgram::runs_natively)
+        }
         endpoint == Endpoint::Validate
+            && native(self.variables.iter().map(|(_, p)| p))
             && self.validations.iter().all(|v| {
+                let mut programs = Vec::new();
+                if let Some(c) = &v.matcher.condition {
+                    c.programs(&mut programs);
+                }
                 v.paths.is_empty()
                     && v.for_each.is_none()
                     && v.check.cel_only()
                     && matcher_cel_only(&v.matcher)
+                    && native(
+                        programs
+                            .into_iter()
+                            .chain(&v.check.cel)
+                            .chain(&v.message_expression)
+                            .chain(v.variables.iter().map(|(_, p)| p)),
+                    )
             })
     }
 

@@ -707,6 +707,18 @@ spec:
                 .objects_read_by_cel_only(Endpoint::Mutate)
         );
         assert!(!ir().admission.objects_read_by_cel_only(Endpoint::Validate));
+        // An expression only cel's interpreter runs would convert them.
+        let interpreted = |cel: &str| {
+            let text = format!(
+                "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {{name: t}}\nspec:\n  admission:\n    validations:\n      - name: r\n        resources: [v1/pods]\n        check: {{cel: \"{cel}\"}}\n"
+            );
+            let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+            ir.admission.objects_read_by_cel_only(Endpoint::Validate)
+        };
+        assert!(interpreted("size(object.metadata.name) > 0"));
+        assert!(!interpreted(
+            "quantity('1Gi').isGreaterThan(quantity('1Mi'))"
+        ));
         let create: Value =
             serde_json::from_str(include_str!("testdata/pod-create-v1.json")).unwrap();
         let mut privileged = create.clone();

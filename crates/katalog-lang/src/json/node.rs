@@ -43,9 +43,14 @@ pub struct Members {
     index: Option<Box<[u32]>>,
 }
 
+/// As `serde_json::Map` compares: the same members, in any order.
 impl PartialEq for Members {
     fn eq(&self, other: &Self) -> bool {
-        self.entries == other.entries
+        self.len() == other.len()
+            && self
+                .entries
+                .iter()
+                .all(|(k, v)| other.get(k).is_some_and(|w| v == w))
     }
 }
 
@@ -385,7 +390,11 @@ impl Obj {
     pub fn into_value(self) -> Value {
         match self.value.into_inner() {
             Some(value) => value,
-            None => self.node.map_or(Value::Null, Node::into_value),
+            None => {
+                #[cfg(test)]
+                CONVERSIONS.with(|c| c.set(c.get() + 1));
+                self.node.map_or(Value::Null, Node::into_value)
+            }
         }
     }
 }
@@ -423,6 +432,8 @@ impl DerefMut for Obj {
     /// A changed object has no node any more: CEL reads the `Value`.
     fn deref_mut(&mut self) -> &mut Value {
         if self.value.get().is_none() {
+            #[cfg(test)]
+            CONVERSIONS.with(|c| c.set(c.get() + 1));
             let value = self.node.take().map_or(Value::Null, Node::into_value);
             self.value = OnceLock::from(value);
         }
@@ -612,6 +623,21 @@ mod tests {
         assert_ne!(changed, obj);
         assert!(Obj::from_node(Node::Null).is_null());
         assert_eq!(Obj::from(value.clone()), Obj::from_node(Node::from(&value)));
+        // Changed while still a node: converted, then changed.
+        let mut fresh = Obj::from_node(Node::from(&value));
+        fresh["metadata"]["name"] = json!("y");
+        assert_eq!(fresh.node(), None);
+        let mut want = value.clone();
+        want["metadata"]["name"] = json!("y");
+        assert_eq!(*fresh, want);
+        assert_eq!(fresh.into_value(), want);
+        // Nodes compare as `serde_json` maps do: in any member order.
+        let a = Node::parse(br#"{"a": 1, "b": {"c": [1, 2], "d": null}}"#).unwrap();
+        let b = Node::parse(br#"{"b": {"d": null, "c": [1, 2]}, "a": 1}"#).unwrap();
+        let c = Node::parse(br#"{"b": {"d": null, "c": [2, 1]}, "a": 1}"#).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.to_value() == b.to_value(), a == b);
         assert_eq!(Obj::from_node(Node::from(&value)).into_value(), value);
     }
 }
