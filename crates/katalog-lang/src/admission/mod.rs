@@ -44,6 +44,10 @@ pub struct AdmissionIr {
     /// Located warnings (severity [`crate::error::Severity::Warning`]): the
     /// Katalog compiles, but something in it looks wrong.
     pub warnings: Vec<crate::Diagnostic>,
+    /// [`AdmissionIr::objects_read_by_cel_only`] at the validating
+    /// endpoint, decided on its first use (the IR does not change after
+    /// it is compiled).
+    objects_cel_only: std::sync::OnceLock<bool>,
 }
 
 impl AdmissionIr {
@@ -54,6 +58,11 @@ impl AdmissionIr {
     /// otherwise into `Value`s. Only the speed depends on it: an object read
     /// as a node becomes a `Value` when anything else reads it.
     pub fn objects_read_by_cel_only(&self, endpoint: Endpoint) -> bool {
+        endpoint == Endpoint::Validate && *self.objects_cel_only.get_or_init(|| self.cel_only())
+    }
+
+    /// Whether only CEL reads the objects at the validating endpoint.
+    fn cel_only(&self) -> bool {
         let matcher_cel_only = |m: &MatchIr| {
             m.object_selector.is_none() && m.condition.as_ref().is_none_or(ConditionIr::cel_only)
         };
@@ -62,8 +71,7 @@ impl AdmissionIr {
         fn native<'p>(mut programs: impl Iterator<Item = &'p CelProgram>) -> bool {
             programs.all(CelProgram::runs_natively)
         }
-        endpoint == Endpoint::Validate
-            && native(self.variables.iter().map(|(_, p)| p))
+        native(self.variables.iter().map(|(_, p)| p))
             && self.validations.iter().all(|v| {
                 let mut programs = Vec::new();
                 if let Some(c) = &v.matcher.condition {

@@ -181,7 +181,8 @@ fn parse_and_answer(
         };
         (review.into_value(), objects)
     } else {
-        let mut value: Value = serde_json::from_slice(body).map_err(malformed)?;
+        // No key is special (see `parse_value`): both parses read the same.
+        let mut value: Value = crate::json::node::parse_value(body).map_err(malformed)?;
         let objects = match value.get_mut("request") {
             Some(Value::Object(request)) => (
                 request.shift_remove("object").map(Obj::from),
@@ -750,8 +751,17 @@ spec:
             Verdict::Denied,
             Verdict::Allowed,
             Verdict::Denied,
+            Verdict::Allowed,
         ];
-        let reviews = [create, privileged, update, relabel, deployment];
+        // serde_json's raw-value key, first in a map (Go sorts `$` first):
+        // an ordinary member on both paths (the Value path of `ir()` too).
+        let mut raw_key = create.clone();
+        raw_key["request"]["object"]["metadata"]["annotations"] =
+            json!({"$serde_json::private::RawValue": "[1]", "a": "b"});
+        let body = serde_json::to_vec(&raw_key).unwrap();
+        let denied = review_bytes(&ir(), &body, Endpoint::Validate, None).expect("answered");
+        assert_eq!(denied.outcome.verdict, Verdict::Denied, "internal-images");
+        let reviews = [create, privileged, update, relabel, deployment, raw_key];
         for (review, verdict) in reviews.iter().zip(verdicts) {
             let body = serde_json::to_vec(review).unwrap();
             let before = crate::json::node::CONVERSIONS.with(|c| c.get());

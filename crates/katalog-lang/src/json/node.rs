@@ -275,6 +275,86 @@ impl From<&Value> for Node {
     }
 }
 
+/// Parse `bytes` as one JSON value into a [`Value`], as
+/// `serde_json::from_slice` does, except that no key is special: with
+/// serde_json's `raw_value` feature (which the workspace enables) an
+/// object whose first key is `$serde_json::private::RawValue` is read as
+/// the JSON text of its value (or fails), where here it is an ordinary
+/// member, as the apiserver and [`Node::parse`] read it.
+pub fn parse_value(bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = ValueSeed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+struct ValueSeed;
+
+impl<'de> DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(ValueSeed)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ValueSeed)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        // Collected first: the map is made at its size, not grown.
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(ValueSeed)?;
+            entries.push((key, value));
+        }
+        Ok(Value::Object(entries.into_iter().collect()))
+    }
+}
+
 struct NodeSeed;
 
 impl<'de> DeserializeSeed<'de> for NodeSeed {
@@ -556,6 +636,41 @@ mod tests {
             let want = serde_json::from_str::<Value>(&broken).map_err(|e| e.to_string());
             let got = Node::parse(broken.as_bytes()).map(|n| n.to_value()).map_err(|e| e.to_string());
             prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest! {
+        /// `parse_value` is `serde_json::from_slice`, values and errors.
+        #[test]
+        fn parse_value_is_serde_jsons(text in json_text(), cut in 0usize..400) {
+            let want = serde_json::from_str::<Value>(&text).unwrap();
+            let got = parse_value(text.as_bytes()).unwrap();
+            prop_assert_eq!(
+                serde_json::to_string(&got).unwrap(),
+                serde_json::to_string(&want).unwrap()
+            );
+            let broken = &text[..text.len().min(cut)];
+            prop_assert_eq!(
+                parse_value(broken.as_bytes()).map_err(|e| e.to_string()),
+                serde_json::from_str::<Value>(broken).map_err(|e| e.to_string())
+            );
+        }
+    }
+
+    /// serde_json's raw-value key is an ordinary member here.
+    #[test]
+    fn no_key_is_special() {
+        const KEY: &str = "$serde_json::private::RawValue";
+        for text in [
+            format!(r#"{{"{KEY}": "[1, 2]"}}"#),
+            format!(r#"{{"{KEY}": "x", "b": 1}}"#),
+        ] {
+            let node = Node::parse(text.as_bytes()).unwrap();
+            let value = parse_value(text.as_bytes()).unwrap();
+            assert_eq!(node.to_value(), value);
+            assert_eq!(value.as_object().map(|m| m.contains_key(KEY)), Some(true));
+            // What serde_json's own Value makes of it, for the record.
+            assert_ne!(serde_json::from_str::<Value>(&text).ok(), Some(value));
         }
     }
 
