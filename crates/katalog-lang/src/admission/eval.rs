@@ -771,6 +771,25 @@ fn run_check(
     {
         return whole_object_by_cel(check, prog, input, vars, locals);
     }
+    check_paths(check, &paths, input, vars, locals)
+}
+
+/// The violation of `quantifier: any` when no element passes.
+fn none_passes(path_text: &str, why: &[String]) -> String {
+    format!(
+        "no element of {path_text} passes (quantifier: any): {}",
+        why.join("; ")
+    )
+}
+
+/// [`run_check`] on `paths` (rebased), the general way.
+fn check_paths(
+    check: &CheckIr,
+    paths: &[Path],
+    input: &AdmissionInput,
+    vars: &Vars,
+    locals: Option<&CelValue<'_>>,
+) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
@@ -782,7 +801,7 @@ fn run_check(
             .map(|p| shown(at, p).to_string())
             .unwrap_or_default()
     };
-    let elems = elements(&paths, object);
+    let elems = elements(paths, object);
     let mut per = Vec::with_capacity(elems.len());
     for (p, v) in &elems {
         let mut found = Vec::new();
@@ -824,11 +843,7 @@ fn run_check(
                         }
                     })
                     .collect();
-                out.push(format!(
-                    "no element of {} passes (quantifier: any): {}",
-                    path_text(),
-                    why.join("; ")
-                ));
+                out.push(none_passes(&path_text(), &why));
             }
         }
     }
@@ -856,7 +871,7 @@ fn run_check(
         && input.operation == Operation::Update
         && let (Some(old), Some(new)) = (&input.old_object, &input.object)
     {
-        for (p, was) in selected(&paths, old) {
+        for (p, was) in selected(paths, old) {
             match p.get(new) {
                 None => out.push(format!(
                     "{} is immutable and may not be removed (was {})",
@@ -902,10 +917,8 @@ fn whole_object_by_cel(
     let mut found = Vec::new();
     cel_test(prog, &at, vars.eval_bound(prog, this, locals)?, &mut found)?;
     Ok(match check.quantifier {
-        Quantifier::Any if !found.is_empty() => vec![format!(
-            "no element of  passes (quantifier: any): {}",
-            found.join("; ")
-        )],
+        // The whole object is the one element; its path is written as none.
+        Quantifier::Any if !found.is_empty() => vec![none_passes("", &found)],
         Quantifier::All | Quantifier::Any => found,
     })
 }
@@ -2380,6 +2393,52 @@ mod tests {
 
     fn p(text: &str) -> Path {
         Path::parse(text).unwrap()
+    }
+
+    /// A CEL check of the whole object takes a shortcut (`self` bound to
+    /// the object as parsed): it answers as the general check does, for
+    /// both quantifiers, where messages show the object (the root, a pod
+    /// template) and results true, false and not a boolean; with the
+    /// object read as a value and as a node.
+    #[test]
+    fn the_whole_object_shortcut_answers_as_the_general_check() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  admission:\n    validations:\n      - name: r\n        resources: [v1/pods]\n        check: {cel: 'true'}\n";
+        let ir = crate::compile_sources(&[Source::new("t.yaml", text)]).expect("compiles");
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+        let request = SimulatedRequest {
+            object: Some(pod.clone()),
+            ..Default::default()
+        };
+        let input = request.to_input(&ir).expect("a request");
+        let as_node = AdmissionInput {
+            object: Some(Obj::from_node(crate::json::node::Node::from(&pod))),
+            ..input.clone()
+        };
+        let mut compared = 0;
+        for input in [&input, &as_node] {
+            for shown_at in [Path::root(), p("spec.template")] {
+                let mut vars = Vars::new(&ir.admission, input);
+                vars.shown_at = shown_at;
+                for cel in [
+                    "object.metadata.name == 'p'",
+                    "self.metadata.name == 'q'",
+                    "1",
+                ] {
+                    for quantifier in [Quantifier::All, Quantifier::Any] {
+                        let check = CheckIr {
+                            cel: Some(CelProgram::compile(cel).unwrap()),
+                            quantifier,
+                            ..CheckIr::default()
+                        };
+                        let general = check_paths(&check, &[], input, &vars, None);
+                        let shortcut = run_check(&check, &[], input, &vars, None);
+                        assert_eq!(shortcut, general, "{cel} {quantifier:?}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 24);
     }
 
     mod touched_patch {
