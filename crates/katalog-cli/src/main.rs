@@ -1028,7 +1028,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
         } => {
             let ir = load_ir(&katalog)?;
             let body = read_input(&file)?;
-            let kind = serde_json::from_slice::<Value>(&body)
+            let kind = katalog_lang::json::node::parse_value(&body)
                 .ok()
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
             // A review the server would answer 400 to is unusable input.
@@ -1632,7 +1632,7 @@ fn read_objects(file: &str) -> Result<Vec<Value>, Exit> {
     let text = String::from_utf8(bytes)
         .map_err(|_| Exit(format!("error: {file} is not UTF-8 text"), 1))?;
     let name = if file == "-" { "<stdin>" } else { file };
-    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+    if let Ok(v) = katalog_lang::json::node::parse_value(text.as_bytes()) {
         return Ok(match v {
             Value::Array(items) => items,
             other => vec![other],

@@ -410,6 +410,19 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 0,
     },
+    // serde_json's raw-value key first in the annotations (Go sorts `$`
+    // first): still read as an AdmissionReview, the key an ordinary member.
+    Case {
+        name: "review-admission-raw-value-key",
+        args: &[
+            "review",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/pod-raw-value-key.json",
+        ],
+        stdin: None,
+        code: 0,
+    },
     Case {
         name: "check-admission",
         args: &[

@@ -44,6 +44,7 @@ pub use eval::{ConvertError, convert, convert_owned};
 use serde_json::Value;
 
 use crate::ir::Ir;
+use crate::json::node::parse_value;
 use crate::json::split_api_version;
 use review::{ReviewError, review_conversion_owned};
 
@@ -104,8 +105,7 @@ pub fn review_bytes(ir: &Ir, body: &[u8]) -> Result<Answer, ReviewError> {
 
 /// Answer on the tree path only: the reference the fast path is compared to.
 pub fn review_tree(ir: &Ir, body: &[u8]) -> Result<Answer, ReviewError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    let value = parse_value(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let mut outcome = summarize(&value);
     let response = review_conversion_owned(ir, value)?;
     if text(&response, "/response/result/status") == "Failure" {

@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 
 use super::error::ANNOTATIONS_LIMIT;
 use crate::ir::RemainderIr;
+use crate::json::node::parse_value;
 use crate::path::{Path, Segment, SetError};
 use crate::schema::SchemaNode;
 
@@ -288,7 +289,7 @@ fn decode(annotation: &str, text: &str) -> Result<Record, RemainderError> {
     let bad = || RemainderError::NotARemainder {
         annotation: annotation.to_string(),
     };
-    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(text) else {
+    let Ok(Value::Object(m)) = parse_value(text.as_bytes()) else {
         return Err(bad());
     };
     let paths = |key: &str| -> Result<Vec<(Path, Value)>, RemainderError> {

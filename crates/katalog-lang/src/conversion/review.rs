@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::eval::{ConvertError, convert, convert_owned};
 use crate::ir::Ir;
+use crate::json::node::parse_value;
 use crate::json::split_api_version;
 
 /// The review versions the apiserver may send.
@@ -36,21 +37,30 @@ pub fn review_conversion(ir: &Ir, review: &Value) -> Result<Value, ReviewError> 
 }
 
 /// [`review_conversion`] taking the review by value (no copy is made).
-pub fn review_conversion_owned(ir: &Ir, review: Value) -> Result<Value, ReviewError> {
+pub fn review_conversion_owned(ir: &Ir, mut review: Value) -> Result<Value, ReviewError> {
+    // The objects skip the typed read and are put back after it: reading a
+    // `Value` out of a `Value` takes a map whose first key is serde_json's
+    // raw-value key for raw JSON text, where it is an ordinary member.
+    let objects = match review.pointer_mut("/request/objects") {
+        Some(Value::Array(objects)) => Some(std::mem::take(objects)),
+        _ => None,
+    };
     let review: ConversionReview =
         serde_json::from_value(review).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     if !CONVERSION_REVIEW_VERSIONS.contains(&review.types.api_version.as_str()) {
         return Err(ReviewError::UnsupportedVersion(review.types.api_version));
     }
-    let request = ConversionRequest::try_from(review).map_err(|_| ReviewError::NoRequest)?;
+    let mut request = ConversionRequest::try_from(review).map_err(|_| ReviewError::NoRequest)?;
+    if let Some(objects) = objects {
+        request.objects = objects;
+    }
     let response = answer(ir, request);
     serde_json::to_value(response.into_review()).map_err(|e| ReviewError::Malformed(e.to_string()))
 }
 
 /// Answer a ConversionReview given as bytes (what the server receives).
 pub fn review_conversion_bytes(ir: &Ir, body: &[u8]) -> Result<Value, ReviewError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    let value = parse_value(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     review_conversion_owned(ir, value)
 }
 
@@ -389,6 +399,63 @@ mod tests {
         let out = review_conversion(&crontab(), &body).unwrap();
         assert_eq!(out["response"]["result"]["status"], "Success");
         assert_eq!(out["response"]["convertedObjects"], json!([]));
+    }
+
+    /// serde_json's raw-value key, first in a map (Go sorts `$` before
+    /// letters, so a preserve-unknown-fields map or the annotations can
+    /// start with it), is an ordinary member on the fast path, on the tree
+    /// path and in a stash read back.
+    #[test]
+    fn the_raw_value_key_is_an_ordinary_member_on_every_path() {
+        use crate::json::node::parse_value;
+        const KEY: &str = "$serde_json::private::RawValue";
+        let text = include_str!("../../../../testdata/rules/stash.yaml");
+        let ir = crate::compile_sources(&[Source::new("stash.yaml", text)]).expect("compiles");
+        let object = json!({"apiVersion": "examples.katalog.dev/v1", "kind": "Backup",
+            "metadata": {"name": "raw", "annotations": {KEY: "[1]", "a": "b"}},
+            "spec": {"schedule": "@daily", "retentionDays": {KEY: {"x": 1}, "days": [{KEY: 2}]},
+                     "extra": {KEY: 3, "y": 4}}});
+        let review_to = |object: &Value, to: &str| {
+            let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": "u", "desiredAPIVersion": format!("examples.katalog.dev/{to}"),
+                            "objects": [object]}});
+            serde_json::to_vec(&body).unwrap()
+        };
+        // The converted object, the same on every path.
+        let convert = |object: &Value, to: &str| {
+            let body = review_to(object, to);
+            let converted = |answer: &[u8]| {
+                let answer = parse_value(answer).expect("an answer is JSON");
+                assert_eq!(
+                    answer["response"]["result"]["status"], "Success",
+                    "{answer}"
+                );
+                answer["response"]["convertedObjects"][0].clone()
+            };
+            let fast = crate::conversion::splice::review(&ir, &body).expect("spliced");
+            let tree = crate::conversion::review_tree(&ir, &body).expect("answered");
+            let plain = review_conversion_bytes(&ir, &body).expect("answered");
+            let out = converted(&fast.bytes);
+            assert_eq!(out, converted(&tree.bytes), "to {to}");
+            assert_eq!(out, plain["response"]["convertedObjects"][0], "to {to}");
+            out
+        };
+        let spoke = convert(&object, "v1alpha1");
+        assert_eq!(spoke["metadata"]["annotations"]["a"], "b", "{spoke}");
+        assert_eq!(spoke["metadata"]["annotations"][KEY], "[1]", "{spoke}");
+        assert_eq!(
+            spoke["spec"],
+            json!({"schedule": "@daily", "extra": {KEY: 3, "y": 4}})
+        );
+        let stash = spoke["metadata"]["annotations"]["katalog.dev/stash"]
+            .as_str()
+            .expect("a stash");
+        assert_eq!(
+            parse_value(stash.as_bytes()).unwrap(),
+            json!({"v1": {"spec.retentionDays": object["spec"]["retentionDays"]}})
+        );
+        assert_eq!(convert(&spoke, "v1"), object, "v1 -> v1alpha1 -> v1");
+        assert_eq!(convert(&object, "v1"), object, "v1 -> v1");
     }
 
     /// Reviews a real kube-apiserver v1.36.3 sent (captured by the ignored

@@ -35,7 +35,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use kube_core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -43,6 +43,7 @@ use super::eval::convert_owned;
 use super::review::{CONVERSION_REVIEW_VERSIONS, Invariants};
 use super::touch::{self, Touch};
 use crate::ir::Ir;
+use crate::json::node::{ValueSeed, parse_value};
 use crate::json::split_api_version;
 
 /// The prefix of a marker: NUL, a per-process random nonce, then the index
@@ -135,7 +136,7 @@ impl<'de> DeserializeSeed<'de> for Partial<'_, '_, 'de> {
     type Value = Value;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         if self.touch.is_whole() {
-            return Value::deserialize(d);
+            return ValueSeed.deserialize(d);
         }
         d.deserialize_any(self)
     }
@@ -192,7 +193,7 @@ impl<'de> Visitor<'de> for Partial<'_, '_, 'de> {
     // Anything else is a whole value, built as serde_json builds a `Value`.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(item) = seq.next_element::<Value>()? {
+        while let Some(item) = seq.next_element_seed(ValueSeed)? {
             out.push(item);
         }
         Ok(Value::Array(out))
@@ -760,7 +761,7 @@ fn two_passes(ir: &Ir, text: &str) -> Option<Spliced> {
         runs.clear();
         let (tree, whole) = match plan {
             Some(touch) => (partial(raw, touch, &mut runs).ok()?, false),
-            None => (serde_json::from_str(raw.get()).ok()?, true),
+            None => (parse_value(raw.get().as_bytes()).ok()?, true),
         };
         answers.add(ir, tree, raw.get(), &runs, desired, whole)?;
     }

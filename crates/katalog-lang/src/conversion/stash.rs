@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{ANNOTATIONS_LIMIT, ConvertError, fail};
+use crate::json::node::parse_value;
 
 /// The key that lists the fields of a section that were absent.
 const ABSENT: &str = "!absent";
@@ -41,7 +42,7 @@ impl StashState {
             .cloned();
         let parsed = match raw {
             None => Map::new(),
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+            Some(Value::String(s)) => match parse_value(s.as_bytes()) {
                 Ok(Value::Object(m)) => m,
                 _ => {
                     return fail(format!(

@@ -288,7 +288,8 @@ pub fn parse_value(bytes: &[u8]) -> serde_json::Result<Value> {
     Ok(value)
 }
 
-struct ValueSeed;
+/// [`parse_value`] as a seed, for a `Value` inside a larger read.
+pub struct ValueSeed;
 
 impl<'de> DeserializeSeed<'de> for ValueSeed {
     type Value = Value;
