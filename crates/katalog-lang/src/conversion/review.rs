@@ -407,7 +407,6 @@ mod tests {
     /// path and in a stash read back.
     #[test]
     fn the_raw_value_key_is_an_ordinary_member_on_every_path() {
-        use crate::json::node::parse_value;
         const KEY: &str = "$serde_json::private::RawValue";
         let text = include_str!("../../../../testdata/rules/stash.yaml");
         let ir = crate::compile_sources(&[Source::new("stash.yaml", text)]).expect("compiles");

@@ -190,34 +190,30 @@ impl<'de> Visitor<'de> for Partial<'_, '_, 'de> {
         }
         Ok(Value::Object(out))
     }
-    // Anything else is a whole value, built as serde_json builds a `Value`.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(item) = seq.next_element_seed(ValueSeed)? {
-            out.push(item);
-        }
-        Ok(Value::Array(out))
+    // Anything else is a whole value, built as [`ValueSeed`] builds it.
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        ValueSeed.visit_seq(seq)
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        ValueSeed.visit_bool(v)
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        ValueSeed.visit_i64(v)
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        ValueSeed.visit_u64(v)
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        ValueSeed.visit_f64(v)
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        ValueSeed.visit_str(v)
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+        ValueSeed.visit_string(v)
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        ValueSeed.visit_unit()
     }
 }
 
