@@ -189,13 +189,43 @@ fn assert_same_objects(chart: &[Value], kustomized: &[Value], what: &str) {
             .clone();
         strip_helm_labels(&mut mine);
         same_labels(&mut mine, object, &format!("{what}: {k}"));
-        if mine != *object {
+        if let Some((path, a, b)) = first_difference(&mine, object, String::new()) {
             panic!(
-                "{what}: {k} differs\n--- helm template\n{}\n--- kubectl kustomize\n{}",
+                "{what}: {k} differs at {path}: helm template has {a}, kubectl kustomize {b}\n\
+                 --- helm template\n{}\n--- kubectl kustomize\n{}",
                 serde_json::to_string_pretty(&mine).expect("json"),
                 serde_json::to_string_pretty(object).expect("json")
             );
         }
+    }
+}
+
+/// The first place (a JSON pointer) where `a` and `b` differ, with both values there.
+fn first_difference(a: &Value, b: &Value, path: String) -> Option<(String, Value, Value)> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter().find_map(|k| {
+                let (xa, yb) = (x.get(k), y.get(k));
+                let path = format!("{path}/{k}");
+                match (xa, yb) {
+                    (Some(xa), Some(yb)) => first_difference(xa, yb, path),
+                    _ => Some((
+                        path,
+                        xa.cloned().unwrap_or(Value::Null),
+                        yb.cloned().unwrap_or(Value::Null),
+                    )),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (xa, yb))| first_difference(xa, yb, format!("{path}/{i}"))),
+        _ => (a != b).then(|| (path, a.clone(), b.clone())),
     }
 }
 
