@@ -381,6 +381,40 @@ fn values_rename_move_and_replace_objects_together() {
         serde_json::json!({"name": "corp-ca", "kind": "ClusterIssuer"})
     );
 
+    // cert-manager with a Katalog of one's own: its registration objects,
+    // each with the CA injector's annotation.
+    let registration = r#"registration=[{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"katalog-validating","annotations":{"team":"platform"}},"webhooks":[]}]"#;
+    let out = ok(helm(
+        &helm_home,
+        &[
+            "template",
+            "katalog",
+            CHART,
+            "-n",
+            NAMESPACE,
+            "--set",
+            "certificates.mode=cert-manager",
+            "--set-file",
+            &file_value,
+            "--set-json",
+            registration,
+        ],
+    ));
+    let rendered = objects(&out, "--set-json registration");
+    assert_eq!(
+        find(
+            &rendered,
+            "ValidatingWebhookConfiguration",
+            "katalog-validating"
+        )["metadata"]["annotations"],
+        serde_json::json!({"team": "platform", "cert-manager.io/inject-ca-from": "katalog-system/katalog"})
+    );
+    assert!(
+        !rendered
+            .iter()
+            .any(|o| o["kind"] == "CustomResourceDefinition")
+    );
+
     // Bad values are refused, naming the value.
     for (set, says) in [
         (
