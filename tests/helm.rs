@@ -248,6 +248,34 @@ fn the_chart_renders_the_kustomize_objects_for_each_certificate_mode() {
     let home = scratch.path("helm");
     ok(helm(&home, &["lint", "--strict", CHART]));
 
+    // The files under files/ are links into deploy/: `helm package` copies
+    // what they point at, so the packaged chart renders the same.
+    let package_dir = scratch.path("package");
+    ok(helm(
+        &home,
+        &["package", CHART, "-d", &package_dir.to_string_lossy()],
+    ));
+    let package = std::fs::read_dir(&package_dir)
+        .expect("the package directory")
+        .next()
+        .expect("a packaged chart")
+        .expect("a directory entry")
+        .path();
+    let from_package = ok(helm(
+        &home,
+        &[
+            "template",
+            "katalog",
+            &package.to_string_lossy(),
+            "-n",
+            NAMESPACE,
+        ],
+    ));
+    assert_eq!(
+        from_package,
+        template_text(&home, "katalog", NAMESPACE, &[])
+    );
+
     assert_same_objects(
         &template(&home, &[]),
         &kustomize("overlays/self-signed"),
