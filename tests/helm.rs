@@ -3,8 +3,8 @@
 //! fields of `kubectl kustomize deploy/overlays/self-signed`, with
 //! `certificates.mode=cert-manager` those of `deploy/overlays/cert-manager`,
 //! and with monitoring on those of `deploy/monitoring` (the Namespace is
-//! Helm's `--create-namespace`, and Helm's own labels are the only extra
-//! fields); other values rename and move everything together; bad values
+//! Helm's `--create-namespace`; the only extra fields are Helm's labels, and
+//! the base's two labels on the objects kustomize leaves unlabelled); other values rename and move everything together; bad values
 //! are refused with the value named. Then the rendered chart passes a
 //! server-side dry run on the real kube-apiserver (katalog-testenv), and a
 //! real `helm install --create-namespace` gives the ServiceAccount what the
@@ -55,8 +55,8 @@ fn kubectl_bin() -> &'static Path {
     BIN.get_or_init(|| build("testenv/build.sh", "control plane").join("kubectl"))
 }
 
-/// `helm ARGS` in the repository root, with its own config, cache and data
-/// directories under `home` (nothing written to the user's).
+/// `helm ARGS` in the repository root, with its own config, cache, data and
+/// discovery-cache directories under `home` (nothing written to the user's).
 fn helm(home: &Path, args: &[&str]) -> Output {
     Command::new(helm_bin())
         .args(args)
@@ -64,6 +64,7 @@ fn helm(home: &Path, args: &[&str]) -> Output {
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_DATA_HOME", home.join("data"))
+        .env("KUBECACHEDIR", home.join("kube-cache"))
         .stdin(Stdio::null())
         .output()
         .expect("helm runs")
