@@ -248,6 +248,16 @@ fn the_chart_renders_the_kustomize_objects_for_each_certificate_mode() {
     let scratch = Scratch::new("helm-render");
     let home = scratch.path("helm");
     ok(helm(&home, &["lint", "--strict", CHART]));
+    ok(helm(
+        &home,
+        &[
+            "lint",
+            "--strict",
+            CHART,
+            "--set",
+            "certificates.mode=cert-manager",
+        ],
+    ));
 
     // The files under files/ are links into deploy/: `helm package` copies
     // what they point at, so the packaged chart renders the same.
