@@ -1290,7 +1290,7 @@ fn every_output_format_reads_back() {
     for format in ["yaml", "json"] {
         let args = [
             "convert",
-            "-k",
+            "--katalog",
             "katalogs/crontab.yaml",
             "--to",
             "v2",
