@@ -849,7 +849,10 @@ enum DebugCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
     if matches!(cli.command, Command::Serve(_)) {
         serve_allocator_defaults();
     }
@@ -865,6 +868,88 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// Help, version and usage errors as clap prints them, with the text
+/// wrapped to the terminal's width (`COLUMNS`, else the terminal of
+/// standard output, else 100 columns, as clap's own wrapping would).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let text = wrap_help(&e.render().to_string(), terminal_width());
+    if e.use_stderr() {
+        err!("{text}");
+    } else {
+        out!("{text}");
+        flush_out();
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE))
+}
+
+fn terminal_width() -> usize {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
+    match rustix::termios::tcgetwinsize(std::io::stdout()) {
+        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
+        _ => 100,
+    }
+}
+
+/// Wrap each line of `text` longer than `width` at spaces; the lines it
+/// continues onto are indented to where the line's text starts (after a
+/// `name  ` column when there is one).
+fn wrap_help(text: &str, width: usize) -> String {
+    let width = width.max(40);
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (line, newline) = match line.strip_suffix('\n') {
+            Some(l) => (l, "\n"),
+            None => (line, ""),
+        };
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push_str(newline);
+            continue;
+        }
+        let lead = line.len() - line.trim_start().len();
+        // `  check      Load and compile ...`: the description's column.
+        let indent = line[lead..]
+            .find("  ")
+            .map(|i| lead + i)
+            .and_then(|i| {
+                let rest = &line[i..];
+                let gap = rest.len() - rest.trim_start().len();
+                (i + gap < width / 2).then_some(i + gap)
+            })
+            .unwrap_or(lead);
+        let mut current = String::new();
+        let mut first = true;
+        let head = &line[..indent];
+        for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
+            let start = if first {
+                head.to_string()
+            } else {
+                " ".repeat(indent)
+            };
+            if current.is_empty() {
+                current = start + word;
+            } else if current.chars().count() + 1 + word.chars().count() <= width {
+                current.push(' ');
+                current.push_str(word);
+            } else {
+                out.push_str(&current);
+                out.push('\n');
+                first = false;
+                current = " ".repeat(indent) + word;
+            }
+        }
+        out.push_str(&current);
+        out.push_str(newline);
+    }
+    out
 }
 
 /// The allocator setting the server is measured and deployed with:
@@ -2154,6 +2239,36 @@ mod tests {
         let err = super::desired_api_version(&ir, &serde_json::json!({}), "v2").unwrap_err();
         assert_eq!(err, super::NoApiVersion);
         assert_eq!(err.to_string(), "the object has no apiVersion");
+    }
+
+    /// `katalog --help` and every command's help fit the terminal: no
+    /// line past the width once wrapped, and no word lost.
+    #[test]
+    fn help_is_wrapped_to_the_terminal_width() {
+        fn walk(cmd: &mut clap::Command, out: &mut Vec<String>) {
+            out.push(cmd.render_help().to_string());
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, out);
+            }
+        }
+        let mut helps = Vec::new();
+        walk(&mut super::Cli::command(), &mut helps);
+        for width in [60, 80, 120] {
+            for help in &helps {
+                let wrapped = super::wrap_help(help, width);
+                for line in wrapped.lines() {
+                    // A single word longer than the width stays whole.
+                    assert!(
+                        line.chars().count() <= width || !line.trim().contains(' '),
+                        "{width}: {line:?}"
+                    );
+                }
+                let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert_eq!(words(&wrapped), words(help));
+            }
+        }
+        let top = super::wrap_help(&super::Cli::command().render_help().to_string(), 80);
+        assert!(top.lines().any(|l| l.starts_with("  convert ")), "{top}");
     }
 
     /// The README's command table names every command.

@@ -1237,24 +1237,6 @@ fn twenty_thousand_documents_and_a_twenty_thousand_item_list_are_read() {
             .count(),
         N
     );
-    // The same List as JSON.
-    let (code, json, stderr) = run_with(
-        &[
-            "convert",
-            "-k",
-            "katalogs/crontab.yaml",
-            "--to",
-            "v2",
-            "-o",
-            "json",
-            "-",
-        ],
-        list.as_bytes(),
-    );
-    assert_eq!(code, 0, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON List");
-    assert_eq!(v["items"].as_array().map(Vec::len), Some(N));
-    assert_eq!(v["items"][N - 1]["metadata"]["name"], format!("c{}", N - 1));
 }
 
 /// One object past `--max-object-bytes` is refused with a message that
