@@ -688,7 +688,13 @@ fn parse_item(text: &str, start: usize, name: &str) -> Result<Value, Exit> {
 }
 
 fn yaml_error(e: &katalog_lang::yaml::Error, start: usize, name: &str) -> Exit {
-    let message = e.message();
+    let mut message = e.message();
+    if message.contains("budget breached") {
+        // The YAML reader's limits for one file, met by one object.
+        message.push_str(
+            " (the YAML reader's limit for one object, as for a Katalog file; split the object or give it as JSON)",
+        );
+    }
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     match e.position() {
         Some((line, column)) => Exit(

@@ -315,9 +315,12 @@ enum Command {
         /// For an AdmissionReview: the webhook endpoint that answers it.
         #[arg(long, value_enum, default_value = "validate")]
         endpoint: ReviewEndpoint,
-        /// The review file; `-` reads standard input.
+        /// The review file (JSON or YAML); `-` reads standard input.
         #[arg(default_value = "-")]
         file: String,
+        /// Output format of the answer: json, yaml, or jsonpath=TEMPLATE.
+        #[arg(short, long, default_value = "json", value_parser = parse_object_output)]
+        output: Output,
     },
     /// Dry-run admission: mutations, then validations and protections on the
     /// mutated object, for each object of the input. Exit 0 all allowed,
@@ -413,9 +416,10 @@ enum Command {
     Manifests {
         #[command(flatten)]
         target: TargetArgs,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value = "yaml")]
-        output: Format,
+        /// Output format: yaml, json (several objects as one List), or
+        /// jsonpath=TEMPLATE.
+        #[arg(short, long, default_value = "yaml", value_parser = parse_object_output)]
+        output: Output,
     },
     /// Register the engine with the cluster: server-side apply of the webhook
     /// configurations, removal of those no longer declared, and each CRD's
@@ -1347,6 +1351,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
             katalog,
             endpoint,
             file,
+            output,
         } => {
             let ir = load_ir(&katalog)?;
             let body = read_review(&file)?;
@@ -1368,11 +1373,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 katalog_lang::review::review_conversion_bytes(&ir, &body)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
             };
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&response).unwrap_or_default()
-            );
-            Ok(())
+            print_objects(&[response], &output)
         }
         Command::Admit {
             katalog,
@@ -1432,14 +1433,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
         Command::Manifests { target, output } => {
             let (ir, reg) = target.load()?;
             let manifests = katalog_runtime::registration::manifests;
-            let mut writer = output::ObjectWriter::new(match output {
-                Format::Yaml => output::Shape::Yaml,
-                Format::Json => output::Shape::Json,
-            });
-            for m in &manifests(&ir, &reg) {
-                writer.object(m);
-            }
-            writer.finish();
+            print_objects(&manifests(&ir, &reg), &output)?;
             Ok(())
         }
         Command::Register(args) => register(args),
@@ -2126,6 +2120,25 @@ fn admit_single(
         Ok(())
     } else {
         Err(Exit::quiet(NO))
+    }
+}
+
+/// Objects in the `-o` form: YAML documents, JSON (several as one List), or
+/// a template over that JSON.
+fn print_objects(values: &[Value], output: &Output) -> Result<(), Exit> {
+    let shape = match output {
+        Output::Json => output::Shape::Json,
+        Output::JsonPath(_) => output::Shape::Collect,
+        _ => output::Shape::Yaml,
+    };
+    let mut writer = output::ObjectWriter::new(shape);
+    for v in values {
+        writer.object(v);
+    }
+    writer.finish();
+    match output {
+        Output::JsonPath(template) => print_jsonpath(template, &writer.into_value()),
+        _ => Ok(()),
     }
 }
 

@@ -1000,6 +1000,34 @@ const CASES: &[Case] = &[
         ),
         code: 0,
     },
+    // The same -o on every command that prints objects.
+    Case {
+        name: "manifests-jsonpath",
+        args: &[
+            "manifests",
+            "-k",
+            "katalogs/platform.yaml",
+            "--url",
+            "https://127.0.0.1:8443",
+            "-o",
+            "jsonpath={range .items[*]}{.kind} {.metadata.name}{\"\\n\"}{end}",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "review-yaml-out",
+        args: &[
+            "review",
+            "-k",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "yaml",
+            "crates/katalog-cli/tests/golden/admission-review.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
     Case {
         name: "suggest-katalog-flag",
         args: &[
