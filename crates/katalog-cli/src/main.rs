@@ -56,8 +56,34 @@ pub(crate) fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: what `out!` writes on this thread, when capturing.
+    static CAPTURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Unit tests: what `f` prints with `out!`.
+#[cfg(test)]
+pub(crate) fn capture_out(f: impl FnOnce()) -> String {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(String::new()));
+    f();
+    CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default()
+}
+
 pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
+    #[cfg(test)]
+    {
+        use std::fmt::Write as _;
+        let captured = CAPTURE.with(|c| {
+            c.borrow_mut()
+                .as_mut()
+                .map(|buf| buf.write_fmt(args).is_ok())
+        });
+        if captured.is_some() {
+            return;
+        }
+    }
     if stdout_closed() {
         return;
     }
