@@ -1097,6 +1097,84 @@ metadata:
   resourceVersion: \"\"
 ";
 
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i32>().prop_map(Value::from),
+            any::<bool>().prop_map(Value::Bool),
+            "[a-z -]{0,8}".prop_map(Value::from),
+            prop::sample::select(vec!["a\nb\n", "- x", "---", "#", "k: v"]).prop_map(Value::from),
+        ]
+    }
+
+    fn object() -> impl Strategy<Value = Value> {
+        let inner = leaf().prop_recursive(2, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (
+            prop::collection::btree_map("[a-z]{1,4}", inner, 0..3),
+            "[a-z]{1,5}",
+        )
+            .prop_map(|(m, n)| {
+                let mut o = Map::new();
+                o.insert("apiVersion".into(), json!("v1"));
+                o.insert("kind".into(), json!("Pod"));
+                o.insert("metadata".into(), json!({"name": n}));
+                o.extend(m);
+                Value::Object(o)
+            })
+    }
+
+    proptest! {
+        /// Law: a List read item by item is the List the YAML reader reads
+        /// whole, at any indentation of its items, with comments and blank
+        /// lines between them and members on either side of `items`.
+        #[test]
+        fn item_by_item_is_the_whole_list(
+            objects in prop::collection::vec(object(), 1..5),
+            indent in prop::sample::select(vec![0usize, 2, 4]),
+            comments: bool,
+            kind_first: bool,
+        ) {
+            let pad = " ".repeat(indent);
+            let mut text = String::new();
+            if kind_first {
+                text.push_str("kind: List\n");
+            }
+            text.push_str("apiVersion: v1\nitems:\n");
+            for o in &objects {
+                if comments {
+                    text.push_str("# a comment\n\n");
+                }
+                for (i, line) in serde_saphyr::to_string(o).unwrap_or_default().lines().enumerate() {
+                    text.push_str(&pad);
+                    text.push_str(if i == 0 { "- " } else { "  " });
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+            if !kind_first {
+                text.push_str("kind: List\n");
+            }
+            text.push_str("metadata: {resourceVersion: \"1\"}\n");
+            let whole = katalog_lang::yaml::read_documents(&text).unwrap()[0].to_value();
+            let streamed: Vec<Value> = events(&text)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Object(v) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            prop_assert_eq!(Some(&Value::Array(streamed)), whole.get("items"), "{}", text);
+        }
+    }
+
     #[test]
     fn a_kubectl_list_is_read_item_by_item() {
         let e = events(KUBECTL_LIST).unwrap();
