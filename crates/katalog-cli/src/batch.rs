@@ -8,65 +8,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::exit::{Exit, NO, USAGE};
-
-/// Lists inside Lists deeper than this are refused rather than followed.
-const MAX_LIST_DEPTH: usize = 32;
-
-/// The objects of one input, Lists flattened.
-pub struct Objects {
-    pub items: Vec<Value>,
-    /// The input was one List: its wrapper (everything but `items`), so that
-    /// an answer can be a List again.
-    pub list: Option<Map<String, Value>>,
-}
-
-impl Objects {
-    /// True unless the input was one plain object: the output then shows one
-    /// line per object and a summary.
-    pub fn is_batch(&self) -> bool {
-        self.list.is_some() || self.items.len() != 1
-    }
-}
-
-/// `kind: List`, or a typed list such as `PodList`, holding `items`.
-fn is_list(v: &Value) -> bool {
-    v.get("kind")
-        .and_then(Value::as_str)
-        .is_some_and(|k| k.ends_with("List"))
-        && v.get("items").is_some_and(Value::is_array)
-}
-
-/// Flatten the documents of one input: each List becomes its items, nested
-/// Lists included.
-pub fn flatten(documents: Vec<Value>, name: &str) -> Result<Objects, Exit> {
-    let list = match documents.as_slice() {
-        [one] if is_list(one) => one.as_object().map(|m| {
-            let mut wrapper = m.clone();
-            wrapper.remove("items");
-            wrapper
-        }),
-        _ => None,
-    };
-    let mut items = Vec::new();
-    // (value, depth) in input order: a stack of reversed children.
-    let mut stack: Vec<(Value, usize)> = documents.into_iter().rev().map(|d| (d, 0)).collect();
-    while let Some((v, depth)) = stack.pop() {
-        if !is_list(&v) {
-            items.push(v);
-            continue;
-        }
-        if depth >= MAX_LIST_DEPTH {
-            return Err(Exit(
-                format!("error: {name} nests Lists deeper than {MAX_LIST_DEPTH} levels"),
-                USAGE,
-            ));
-        }
-        if let Some(Value::Array(children)) = v.get("items") {
-            stack.extend(children.iter().rev().cloned().map(|c| (c, depth + 1)));
-        }
-    }
-    Ok(Objects { items, list })
-}
+use crate::input::Event;
+use crate::output::{ObjectWriter, indent_rest, yaml_item};
 
 /// `Pod team-a/web`, `Namespace team-a`: how an object is named in reports.
 pub fn describe(v: &Value) -> String {
@@ -146,24 +89,28 @@ pub struct Summary {
 }
 
 impl Summary {
+    #[cfg(test)]
     pub fn of(results: &[AdmitResult]) -> Self {
-        let mut s = Summary {
-            objects: results.len(),
-            ..Default::default()
-        };
+        let mut s = Summary::default();
         for r in results {
-            match &r.verdict {
-                None => s.errors += 1,
-                Some(v) if !v.allowed => s.denied += 1,
-                Some(v) => {
-                    s.allowed += 1;
-                    if !v.warnings.is_empty() {
-                        s.warned += 1;
-                    }
+            s.add(r);
+        }
+        s
+    }
+
+    /// Count one more result.
+    pub fn add(&mut self, r: &AdmitResult) {
+        self.objects += 1;
+        match &r.verdict {
+            None => self.errors += 1,
+            Some(v) if !v.allowed => self.denied += 1,
+            Some(v) => {
+                self.allowed += 1;
+                if !v.warnings.is_empty() {
+                    self.warned += 1;
                 }
             }
         }
-        s
     }
 
     /// `3 objects: 2 allowed (1 with warnings), 1 denied`.
@@ -197,187 +144,366 @@ impl Summary {
     }
 }
 
-/// Dry-run admission of each object: `base` carries the flags; each object
-/// is the request's object, or, for a DELETE without `--old`, its old object.
-pub fn admit(
-    ir: &Ir,
-    base: &SimulatedRequest,
-    objects: &[Value],
-    delete: bool,
-) -> Vec<AdmitResult> {
-    objects
-        .iter()
-        .enumerate()
-        .map(|(index, object)| {
-            let mut request = base.clone();
-            if delete && base.old_object.is_none() {
-                request.old_object = Some(object.clone());
-            } else {
-                request.object = Some(object.clone());
-            }
-            let missing = ["apiVersion", "kind"]
-                .into_iter()
-                .find(|k| !object.get(k).is_some_and(Value::is_string));
-            let input = match missing {
-                // The apiserver never sends such an object; saying so beats
-                // an `ALLOWED` that no rule looked at.
-                Some(k) => Err(format!("the object has no {k}")),
-                None => request.to_input(ir).map_err(|e| e.to_string()),
-            };
-            let (verdict, error) = match input {
-                Ok(input) => (
-                    Some(katalog_lang::admission::eval::evaluate(
-                        ir,
-                        &input,
-                        Endpoint::All,
-                    )),
-                    None,
-                ),
-                Err(e) => (None, Some(e)),
-            };
-            AdmitResult {
-                id: Identity::of(index, object),
-                label: describe(object),
-                verdict,
-                error,
-            }
-        })
-        .collect()
-}
-
 fn rules_matched(v: &Verdict) -> String {
     let n = v.matched.len();
     format!("{n} rule{} matched", crate::plural(n))
 }
 
-/// One line per object, its denials and warnings indented, then the summary.
-pub fn print_text(results: &[AdmitResult]) {
-    for r in results {
-        match (&r.verdict, &r.error) {
-            (Some(v), _) => {
-                outln!("{:<7}  {}  ({})", r.status(), r.label, rules_matched(v));
-                for d in &v.denials {
-                    outln!("    deny  [{}] {}", d.rule, d.message);
-                }
-                for w in v.warning_lines() {
-                    outln!("    warn  {w}");
-                }
-            }
-            (None, e) => outln!(
-                "{:<7}  {}  {}",
-                r.status(),
-                r.label,
-                e.as_deref().unwrap_or_default()
-            ),
-        }
-    }
-    outln!("{}", Summary::of(results).line());
+/// Every warning in full, `[rule] message` (the server cuts them to what
+/// the apiserver shows; a terminal need not).
+pub fn warning_lines(v: &Verdict) -> Vec<String> {
+    v.warnings
+        .iter()
+        .map(|w| format!("[{}] {}", w.rule, w.message))
+        .collect()
 }
 
-pub fn print_json(results: &[AdmitResult]) {
-    let summary = Summary::of(results);
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::json!({
-            "results": results,
-            "summary": summary,
-        }))
-        .unwrap_or_default()
-    );
+/// Is an object of this kind in a namespace? The Katalog's resources, then
+/// Kubernetes' built-in ones; any other kind is taken as namespaced, as
+/// most custom resources are.
+fn namespaced(ir: &Ir, object: &Value) -> bool {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, _) = katalog_lang::convert::split_api_version(api_version);
+    if let Some(r) = ir.resource(group, kind) {
+        return r.scope == katalog_lang::document::Scope::Namespaced;
+    }
+    katalog_lang::admission::known::builtin()
+        .iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .is_none_or(|k| k.namespaced)
+}
+
+/// As kubectl sends it: a namespaced object without `metadata.namespace`
+/// is in `--namespace`, else `default`. Returns the namespace it was given.
+pub fn default_namespace(ir: &Ir, namespace: Option<&str>, object: &mut Value) -> Option<String> {
+    let has = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|ns| !ns.is_empty());
+    if has || !object.is_object() || !namespaced(ir, object) {
+        return None;
+    }
+    let ns = namespace.unwrap_or("default").to_string();
+    let meta = object
+        .as_object_mut()?
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(m) = meta {
+        m.insert("namespace".into(), Value::String(ns.clone()));
+        Some(ns)
+    } else {
+        None
+    }
+}
+
+/// Why an object cannot be admitted before its rules are looked at.
+pub fn not_an_object(object: &Value) -> Option<String> {
+    match object.get("kind").and_then(Value::as_str) {
+        Some(k @ ("AdmissionReview" | "ConversionReview")) => Some(format!(
+            "this is a review ({k}), not an object to admit; `katalog review --katalog K FILE` answers it as the server would"
+        )),
+        _ => ["apiVersion", "kind"]
+            .into_iter()
+            .find(|k| !object.get(k).is_some_and(Value::is_string))
+            // The apiserver never sends such an object; saying so beats an
+            // `ALLOWED` that no rule looked at.
+            .map(|k| format!("the object has no {k}")),
+    }
+}
+
+/// Dry-run admission of one object of a batch: `base` carries the flags;
+/// the object is the request's object, or, for a DELETE without `--old`,
+/// its old object.
+pub fn admit_one(
+    ir: &Ir,
+    base: &SimulatedRequest,
+    index: usize,
+    mut object: Value,
+    delete: bool,
+) -> AdmitResult {
+    let problem = not_an_object(&object);
+    if problem.is_none() {
+        default_namespace(ir, base.namespace.as_deref(), &mut object);
+    }
+    let id = Identity::of(index, &object);
+    let label = describe(&object);
+    let input = match problem {
+        Some(p) => Err(p),
+        None => {
+            let mut request = base.clone();
+            if delete && base.old_object.is_none() {
+                request.old_object = Some(object);
+            } else {
+                request.object = Some(object);
+            }
+            request.to_input(ir).map_err(|e| e.to_string())
+        }
+    };
+    let (verdict, error) = match input {
+        Ok(input) => (
+            Some(katalog_lang::admission::eval::evaluate(
+                ir,
+                &input,
+                Endpoint::All,
+            )),
+            None,
+        ),
+        Err(e) => (None, Some(e)),
+    };
+    AdmitResult {
+        id,
+        label,
+        verdict,
+        error,
+    }
+}
+
+/// How `admit` prints several objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchFormat {
+    Text,
+    Json,
+    Yaml,
+    Junit,
+    /// Collected, for a template.
+    Collect,
+}
+
+/// The results of several objects, printed as they come (JUnit's counts
+/// come first, so its test cases are held as text until the end).
+pub struct BatchPrinter {
+    format: BatchFormat,
+    pub summary: Summary,
+    junit: Vec<String>,
+    pub collected: Vec<AdmitResult>,
+    started: bool,
+}
+
+impl BatchPrinter {
+    pub fn new(format: BatchFormat) -> Self {
+        BatchPrinter {
+            format,
+            summary: Summary::default(),
+            junit: Vec::new(),
+            collected: Vec::new(),
+            started: false,
+        }
+    }
+
+    fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        match self.format {
+            BatchFormat::Json => out!("{{\n  \"results\": ["),
+            BatchFormat::Yaml => {}
+            _ => {}
+        }
+    }
+
+    pub fn result(&mut self, r: AdmitResult) {
+        self.start();
+        let first = self.summary.objects == 0;
+        self.summary.add(&r);
+        match self.format {
+            BatchFormat::Text => print_text(&r),
+            BatchFormat::Json => {
+                let v = serde_json::to_value(&r).unwrap_or_default();
+                out!(
+                    "{}\n    {}",
+                    if first { "" } else { "," },
+                    indent_rest(&serde_json::to_string_pretty(&v).unwrap_or_default(), 2)
+                );
+            }
+            BatchFormat::Yaml => {
+                if first {
+                    outln!("results:");
+                }
+                out!(
+                    "{}",
+                    yaml_item(&serde_json::to_value(&r).unwrap_or_default())
+                );
+            }
+            BatchFormat::Junit => self.junit.push(junit_case(&r)),
+            BatchFormat::Collect => self.collected.push(r),
+        }
+    }
+
+    /// The summary (and, for JUnit, everything); the exit code.
+    pub fn finish(&mut self, suite: &str) -> Result<(), Exit> {
+        self.start();
+        let s = &self.summary;
+        match self.format {
+            BatchFormat::Text => outln!("{}", s.line()),
+            BatchFormat::Json => {
+                let summary = serde_json::to_string_pretty(s).unwrap_or_default();
+                outln!(
+                    "{}],\n  \"summary\": {}\n}}",
+                    if s.objects == 0 { "" } else { "\n  " },
+                    indent_rest(&summary, 1)
+                );
+            }
+            BatchFormat::Yaml => {
+                if s.objects == 0 {
+                    outln!("results: []");
+                }
+                out!(
+                    "{}",
+                    serde_saphyr::to_string(&serde_json::json!({ "summary": s }))
+                        .unwrap_or_default()
+                );
+            }
+            BatchFormat::Junit => {
+                use crate::test_cmd::xml_escape;
+                outln!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+                outln!("<testsuites>");
+                outln!(
+                    "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">",
+                    xml_escape(suite),
+                    s.objects,
+                    s.denied,
+                    s.errors
+                );
+                for case in &self.junit {
+                    out!("{case}");
+                }
+                outln!("  </testsuite>");
+                outln!("</testsuites>");
+            }
+            BatchFormat::Collect => {}
+        }
+        self.summary.outcome()
+    }
+}
+
+/// One line per object, its denials and warnings indented.
+fn print_text(r: &AdmitResult) {
+    match (&r.verdict, &r.error) {
+        (Some(v), _) => {
+            outln!("{:<7}  {}  ({})", r.status(), r.label, rules_matched(v));
+            for d in &v.denials {
+                outln!("    deny  [{}] {}", d.rule, d.message);
+            }
+            for w in warning_lines(v) {
+                outln!("    warn  {w}");
+            }
+        }
+        (None, e) => outln!(
+            "{:<7}  {}  {}",
+            r.status(),
+            r.label,
+            e.as_deref().unwrap_or_default()
+        ),
+    }
 }
 
 /// One testcase per object; a denial is a failure, an object that could not
 /// be evaluated an error.
-pub fn print_junit(results: &[AdmitResult], suite: &str) {
+fn junit_case(r: &AdmitResult) -> String {
     use crate::test_cmd::xml_escape;
-    let s = Summary::of(results);
-    outln!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
-    outln!("<testsuites>");
-    outln!(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\">",
-        xml_escape(suite),
-        s.objects,
-        s.denied,
-        s.errors
-    );
-    for r in results {
-        let name = xml_escape(&format!("{} {}", r.id.index, r.label));
-        match (&r.verdict, &r.error) {
-            (Some(v), _) if v.allowed && v.warnings.is_empty() => {
-                outln!("    <testcase name=\"{name}\"/>");
-            }
-            (Some(v), _) => {
-                outln!("    <testcase name=\"{name}\">");
-                if !v.allowed {
-                    outln!("      <failure message=\"{}\"/>", xml_escape(&v.message()));
-                }
-                if !v.warnings.is_empty() {
-                    outln!(
-                        "      <system-out>{}</system-out>",
-                        xml_escape(&v.warning_lines().join("\n"))
-                    );
-                }
-                outln!("    </testcase>");
-            }
-            (None, e) => {
-                outln!("    <testcase name=\"{name}\">");
-                outln!(
-                    "      <error message=\"{}\"/>",
-                    xml_escape(e.as_deref().unwrap_or_default())
-                );
-                outln!("    </testcase>");
-            }
+    let name = xml_escape(&format!("{} {}", r.id.index, r.label));
+    match (&r.verdict, &r.error) {
+        (Some(v), _) if v.allowed && v.warnings.is_empty() => {
+            format!("    <testcase name=\"{name}\"/>\n")
         }
+        (Some(v), _) => {
+            let mut out = format!("    <testcase name=\"{name}\">\n");
+            if !v.allowed {
+                out.push_str(&format!(
+                    "      <failure message=\"{}\"/>\n",
+                    xml_escape(&v.message())
+                ));
+            }
+            if !v.warnings.is_empty() {
+                out.push_str(&format!(
+                    "      <system-out>{}</system-out>\n",
+                    xml_escape(&warning_lines(v).join("\n"))
+                ));
+            }
+            out.push_str("    </testcase>\n");
+            out
+        }
+        (None, e) => format!(
+            "    <testcase name=\"{name}\">\n      <error message=\"{}\"/>\n    </testcase>\n",
+            xml_escape(e.as_deref().unwrap_or_default())
+        ),
     }
-    outln!("  </testsuite>");
-    outln!("</testsuites>");
 }
 
-/// Convert each object; the failures name the object and do not stop the others.
-pub fn convert(ir: &Ir, objects: &Objects, to: &str) -> (Vec<Value>, Vec<String>) {
-    let mut converted = Vec::new();
-    let mut failures = Vec::new();
-    for (i, object) in objects.items.iter().enumerate() {
-        let result = crate::desired_api_version(ir, object, to)
-            .map_err(|e| e.to_string())
-            .and_then(|desired| {
-                katalog_lang::review::convert_checked(ir, object, &desired)
+/// `convert`: each object converted as it is read and written in the
+/// input's shape; a failure names the object and does not stop the others.
+pub struct ConvertRun<'a> {
+    pub ir: &'a Ir,
+    pub to: &'a str,
+    pub namespace: Option<&'a str>,
+    pub writer: ObjectWriter,
+    pub index: usize,
+    pub failures: usize,
+}
+
+impl ConvertRun<'_> {
+    /// A typed list (`CronTabList`) follows its items' new apiVersion; a
+    /// `kind: List` (apiVersion `v1`) stays as it is.
+    fn retag(&self, members: &mut Map<String, Value>, kind_is_list: bool) {
+        if kind_is_list {
+            return;
+        }
+        let Some(api_version) = members.get("apiVersion").and_then(Value::as_str) else {
+            return;
+        };
+        if api_version == "v1" {
+            return;
+        }
+        let list = Value::Object(members.clone());
+        if let Ok(desired) = crate::desired_api_version(self.ir, &list, self.to) {
+            members.insert("apiVersion".into(), Value::String(desired));
+        }
+    }
+
+    pub fn event(&mut self, e: Event) -> Result<(), Exit> {
+        match e {
+            Event::ListBegin(mut before) => {
+                let is_list = before.get("kind").and_then(Value::as_str) == Some("List");
+                self.retag(&mut before, is_list);
+                self.writer.list_begin(&before);
+            }
+            Event::ListEnd(mut after) => {
+                let is_list = after.get("kind").and_then(Value::as_str) == Some("List");
+                self.retag(&mut after, is_list);
+                self.writer.list_end(&after);
+            }
+            Event::Object(mut object) => {
+                let index = self.index;
+                self.index += 1;
+                if let Some(ns) = self.namespace {
+                    default_namespace(self.ir, Some(ns), &mut object);
+                }
+                let result = crate::desired_api_version(self.ir, &object, self.to)
                     .map_err(|e| e.to_string())
-            });
-        match result {
-            Ok(v) => converted.push(v),
-            Err(e) => failures.push(format!(
-                "error: failed to convert object {i} ({}): {e}",
-                describe(object)
-            )),
-        }
-    }
-    (converted, failures)
-}
-
-/// The converted objects as one List when the input was one, else as documents.
-pub fn converted_output(objects: &Objects, converted: Vec<Value>) -> Vec<Value> {
-    match &objects.list {
-        None => converted,
-        Some(wrapper) => {
-            let mut list = wrapper.clone();
-            // A typed list (`CronTabList`) follows its items' apiVersion.
-            let typed = list.get("kind").and_then(Value::as_str) != Some("List");
-            let first = converted.first().and_then(|v| v.get("apiVersion")).cloned();
-            if typed
-                && let Some(api_version) = first
-                && converted
-                    .iter()
-                    .all(|v| v.get("apiVersion") == Some(&api_version))
-            {
-                list.insert("apiVersion".into(), api_version);
+                    .and_then(|desired| {
+                        katalog_lang::review::convert_checked(self.ir, &object, &desired)
+                            .map_err(|e| e.to_string())
+                    });
+                match result {
+                    Ok(v) => self.writer.object(&v),
+                    Err(e) => {
+                        self.failures += 1;
+                        errln!(
+                            "error: failed to convert object {index} ({}): {e}",
+                            describe(&object)
+                        );
+                    }
+                }
             }
-            list.insert("items".into(), Value::Array(converted));
-            vec![Value::Object(list)]
         }
+        Ok(())
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,49 +511,6 @@ mod tests {
 
     fn pod(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}})
-    }
-
-    fn names(o: &Objects) -> Vec<String> {
-        o.items.iter().map(describe).collect()
-    }
-
-    #[test]
-    fn lists_are_flattened_in_order_nested_ones_too() {
-        let input = json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-            "items": [pod("a"), {"apiVersion": "v1", "kind": "PodList", "items": [pod("b"), pod("c")]}, pod("d")]});
-        let o = flatten(vec![input], "x").unwrap_or_else(|e| panic!("{}", e.0));
-        assert_eq!(names(&o), ["Pod ns/a", "Pod ns/b", "Pod ns/c", "Pod ns/d"]);
-        assert!(o.is_batch());
-        let wrapper = o.list.unwrap_or_default();
-        assert_eq!(wrapper.get("kind"), Some(&json!("List")));
-        assert!(!wrapper.contains_key("items"));
-    }
-
-    #[test]
-    fn documents_are_not_a_list_and_one_plain_object_is_not_a_batch() {
-        let o = flatten(vec![pod("a"), pod("b")], "x").unwrap_or_else(|e| panic!("{}", e.0));
-        assert!(o.list.is_none() && o.is_batch());
-        let one = flatten(vec![pod("a")], "x").unwrap_or_else(|e| panic!("{}", e.0));
-        assert!(!one.is_batch());
-        // `items` that is not a list does not make a List.
-        let odd = json!({"kind": "ThingList", "items": "no"});
-        let o = flatten(vec![odd.clone()], "x").unwrap_or_else(|e| panic!("{}", e.0));
-        assert_eq!(o.items, [odd]);
-    }
-
-    #[test]
-    fn lists_nested_too_deep_are_refused() {
-        let mut v = pod("deep");
-        for _ in 0..=MAX_LIST_DEPTH {
-            v = json!({"kind": "List", "items": [v]});
-        }
-        match flatten(vec![v], "deep.yaml") {
-            Err(Exit(m, code)) => {
-                assert_eq!(code, USAGE);
-                assert_eq!(m, "error: deep.yaml nests Lists deeper than 32 levels");
-            }
-            Ok(o) => panic!("accepted {} objects", o.items.len()),
-        }
     }
 
     #[test]

@@ -10,35 +10,120 @@ use katalog_lang::admission::eval::{Endpoint, SimulatedRequest, Verdict};
 use katalog_lang::document::Operation;
 use serde_json::Value;
 
-/// Print to standard output; a closed pipe (`katalog ... | head`) ends the
-/// program quietly instead of panicking.
+/// Print to standard output (buffered; flushed before anything goes to
+/// standard error and at the end). A closed pipe (`katalog ... | head`)
+/// never panics: what follows is dropped, and the command ends with its own
+/// exit code.
 macro_rules! out {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        if let Err(e) = write!(std::io::stdout().lock(), $($arg)*) {
-            crate::stdout_failed(e);
-        }
+        crate::write_out(format_args!($($arg)*));
     }};
 }
 macro_rules! outln {
+    () => {{
+        crate::write_out(format_args!("\n"));
+    }};
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
-            crate::stdout_failed(e);
-        }
+        crate::write_out(format_args!($($arg)*));
+        crate::write_out(format_args!("\n"));
+    }};
+}
+/// Print to standard error; a closed or failing standard error is ignored
+/// (`eprintln!` would panic).
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        crate::write_err(format_args!($($arg)*));
+    }};
+}
+macro_rules! errln {
+    () => {{
+        crate::write_err(format_args!("\n"));
+    }};
+    ($($arg:tt)*) => {{
+        crate::write_err(format_args!($($arg)*));
+        crate::write_err(format_args!("\n"));
     }};
 }
 
-pub(crate) fn stdout_failed(e: std::io::Error) -> ! {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(exit::SUCCESS.into());
+thread_local! {
+    static STDOUT: std::cell::RefCell<std::io::BufWriter<std::io::Stdout>> =
+        std::cell::RefCell::new(std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()));
+}
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Standard output's reader has gone: nothing more is worth computing for it.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: what `out!` writes on this thread, when capturing.
+    static CAPTURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Unit tests: what `f` prints with `out!`.
+#[cfg(test)]
+pub(crate) fn capture_out(f: impl FnOnce()) -> String {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(String::new()));
+    f();
+    CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default()
+}
+
+pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    #[cfg(test)]
+    {
+        use std::fmt::Write as _;
+        let captured = CAPTURE.with(|c| {
+            c.borrow_mut()
+                .as_mut()
+                .map(|buf| buf.write_fmt(args).is_ok())
+        });
+        if captured.is_some() {
+            return;
+        }
     }
-    eprintln!("error: failed to write to standard output: {e}");
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().write_fmt(args)) {
+        stdout_failed(e);
+    }
+}
+
+pub(crate) fn flush_out() {
+    use std::io::Write as _;
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().flush()) {
+        stdout_failed(e);
+    }
+}
+
+pub(crate) fn write_err(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    flush_out();
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+pub(crate) fn stdout_failed(e: std::io::Error) {
+    STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return;
+    }
+    write_err(format_args!(
+        "error: failed to write to standard output: {e}\n"
+    ));
     std::process::exit(exit::RUNTIME.into());
 }
 
 mod batch;
 mod exit;
+mod input;
+mod jsonpath;
+mod output;
 mod test_cmd;
 use exit::{Exit, KATALOG, NO, RUNTIME, USAGE};
 use katalog_runtime::files;
@@ -136,8 +221,12 @@ enum Command {
     )]
     Check {
         /// Katalog files or directories.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "katalog")]
         katalogs: Vec<PathBuf>,
+        /// A Katalog file or directory, as the other commands name it; may
+        /// be repeated (the same as naming it after the command).
+        #[arg(short = 'k', long = "katalog", value_name = "KATALOG")]
+        katalog: Vec<PathBuf>,
         /// Warnings (e.g. a rule that can never match) make the Katalog invalid.
         #[arg(long)]
         strict: bool,
@@ -153,8 +242,12 @@ enum Command {
     )]
     Analyze {
         /// Katalog files or directories.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "katalog")]
         katalogs: Vec<PathBuf>,
+        /// A Katalog file or directory, as the other commands name it; may
+        /// be repeated (the same as naming it after the command).
+        #[arg(short = 'k', long = "katalog", value_name = "KATALOG")]
+        katalog: Vec<PathBuf>,
         /// Output format: a table per resource, spoke and direction, or JSON.
         #[arg(short, long, value_enum, default_value = "table")]
         output: AnalyzeFormat,
@@ -187,7 +280,11 @@ enum Command {
     )]
     Suggest {
         /// A Katalog file or directory.
-        katalog: PathBuf,
+        #[arg(required_unless_present = "katalog", conflicts_with = "katalog")]
+        path: Option<PathBuf>,
+        /// The Katalog, as the other commands name it (the same as PATH).
+        #[arg(short = 'k', long)]
+        katalog: Option<PathBuf>,
         #[command(flatten)]
         live: LiveArgs,
     },
@@ -213,18 +310,25 @@ enum Command {
     )]
     Convert {
         /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
-        #[arg(long, env = "KATALOG_KATALOG")]
+        #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         /// Target version (`v2`) or apiVersion (`stable.example.com/v2`).
         #[arg(long)]
         to: String,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value = "yaml")]
-        output: Format,
+        /// Output format: yaml, json, or jsonpath=TEMPLATE (kubectl's
+        /// templates, e.g. `-o jsonpath='{.items[*].metadata.name}'`).
+        #[arg(short, long, default_value = "yaml", value_parser = parse_object_output)]
+        output: Output,
+        #[command(flatten)]
+        objects: ObjectArgs,
+        /// The namespace of objects that have none (namespaced kinds), as
+        /// kubectl's `--namespace`; by default they are left without.
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
         /// A YAML or JSON file holding one or more objects (documents, a JSON
-        /// array, a `kind: List`); `-` reads standard input.
-        #[arg(default_value = "-")]
-        file: String,
+        /// array, JSON Lines, a `kind: List`) or a directory of them; `-`
+        /// reads standard input (the default).
+        file: Option<String>,
     },
     /// Answer a raw ConversionReview or AdmissionReview (JSON) exactly as the server would.
     #[command(
@@ -232,14 +336,17 @@ enum Command {
     )]
     Review {
         /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
-        #[arg(long, env = "KATALOG_KATALOG")]
+        #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         /// For an AdmissionReview: the webhook endpoint that answers it.
         #[arg(long, value_enum, default_value = "validate")]
         endpoint: ReviewEndpoint,
-        /// The review file; `-` reads standard input.
+        /// The review file (JSON or YAML); `-` reads standard input.
         #[arg(default_value = "-")]
         file: String,
+        /// Output format of the answer: json, yaml, or jsonpath=TEMPLATE.
+        #[arg(short, long, default_value = "json", value_parser = parse_object_output)]
+        output: Output,
     },
     /// Dry-run admission: mutations, then validations and protections on the
     /// mutated object, for each object of the input. Exit 0 all allowed,
@@ -249,7 +356,7 @@ enum Command {
     )]
     Admit {
         /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
-        #[arg(long, env = "KATALOG_KATALOG")]
+        #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
         /// The operation of the simulated request (default CREATE, or UPDATE with --old).
         #[arg(long, value_enum)]
@@ -263,8 +370,10 @@ enum Command {
         /// A group of the requesting user; may be repeated.
         #[arg(long = "group")]
         groups: Vec<String>,
-        /// The request's namespace (default: the object's metadata.namespace).
-        #[arg(long)]
+        /// The request's namespace, and that of objects without one
+        /// (default: the object's metadata.namespace, else `default` for
+        /// namespaced kinds, as kubectl).
+        #[arg(short = 'n', long)]
         namespace: Option<String>,
         /// `group/version/resource`, when it cannot be told from the object.
         #[arg(long)]
@@ -275,11 +384,15 @@ enum Command {
         /// The Namespace object, for namespace selectors and `namespaceObject`.
         #[arg(long)]
         namespace_object: Option<PathBuf>,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value = "text")]
-        output: AdmitFormat,
-        /// The objects (YAML or JSON: documents, an array, a `kind: List`); `-`
-        /// reads standard input. For a DELETE, the objects being deleted.
+        /// Output format: text, yaml, json, junit, or jsonpath=TEMPLATE
+        /// (kubectl's templates, over the verdict or `{results, summary}`).
+        #[arg(short, long, default_value = "text", value_parser = parse_verdict_output)]
+        output: Output,
+        #[command(flatten)]
+        objects: ObjectArgs,
+        /// The objects (YAML or JSON: documents, an array, JSON Lines, a
+        /// `kind: List`) or a directory of them; `-` reads standard input.
+        /// For a DELETE, the objects being deleted.
         file: Option<String>,
     },
     /// Run test-suite files (`kind: KatalogTest`). Exit 0 all pass, 1 any
@@ -329,9 +442,10 @@ enum Command {
     Manifests {
         #[command(flatten)]
         target: TargetArgs,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value = "yaml")]
-        output: Format,
+        /// Output format: yaml, json (several objects as one List), or
+        /// jsonpath=TEMPLATE.
+        #[arg(short, long, default_value = "yaml", value_parser = parse_object_output)]
+        output: Output,
     },
     /// Register the engine with the cluster: server-side apply of the webhook
     /// configurations, removal of those no longer declared, and each CRD's
@@ -400,7 +514,7 @@ enum Command {
 #[command(group(clap::ArgGroup::new("cluster").args(["register", "self_signed_secret"]).multiple(true)))]
 struct ServeArgs {
     /// A Katalog file or directory (e.g. a mounted ConfigMap); watched for changes.
-    #[arg(long, env = "KATALOG_KATALOG")]
+    #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
     katalog: PathBuf,
     /// Address of the HTTPS webhook listener.
     #[arg(long, env = "KATALOG_LISTEN", default_value = "0.0.0.0:8443")]
@@ -540,7 +654,7 @@ struct ServeArgs {
 #[derive(clap::Args)]
 struct TargetArgs {
     /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
-    #[arg(long, env = "KATALOG_KATALOG")]
+    #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
     katalog: PathBuf,
     /// Base name of the configurations.
     #[arg(long, default_value = "katalog")]
@@ -627,12 +741,130 @@ enum OperationArg {
     Connect,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum AdmitFormat {
+/// `-o` of the commands that print objects (`convert`) or verdicts (`admit`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Output {
     Text,
+    Yaml,
     Json,
     /// One testcase per object; a denial is a failure.
     Junit,
+    /// kubectl's `-o jsonpath=TEMPLATE`.
+    JsonPath(String),
+}
+
+fn parse_output(s: &str, allowed: &[&str]) -> Result<Output, String> {
+    let out = match s {
+        "text" => Output::Text,
+        "yaml" => Output::Yaml,
+        "json" => Output::Json,
+        "junit" => Output::Junit,
+        _ => match s.strip_prefix("jsonpath=") {
+            Some(t) => Output::JsonPath(t.to_string()),
+            None => {
+                return Err(format!(
+                    "expected one of {}, jsonpath=TEMPLATE",
+                    allowed.join(", ")
+                ));
+            }
+        },
+    };
+    let name = s.split('=').next().unwrap_or(s);
+    if name != "jsonpath" && !allowed.contains(&name) {
+        return Err(format!(
+            "expected one of {}, jsonpath=TEMPLATE",
+            allowed.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+fn parse_object_output(s: &str) -> Result<Output, String> {
+    parse_output(s, &["yaml", "json"])
+}
+
+fn parse_verdict_output(s: &str) -> Result<Output, String> {
+    parse_output(s, &["text", "yaml", "json", "junit"])
+}
+
+/// How the commands that read objects find them, as kubectl does.
+#[derive(clap::Args, Clone, Default)]
+struct ObjectArgs {
+    /// A file or directory of objects (`.yaml`, `.yml`, `.json` in it),
+    /// `-` for standard input; may be repeated, e.g. `-f a.yaml -f dir/`.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    filenames: Vec<String>,
+    /// The largest text of one object (a document, an item of a List, a
+    /// JSON value), in bytes; the number of objects is not limited.
+    #[arg(long, env = "KATALOG_MAX_OBJECT_BYTES", default_value_t = input::DEFAULT_MAX_OBJECT_BYTES)]
+    max_object_bytes: usize,
+}
+
+impl ObjectArgs {
+    /// The inputs, in order: FILE then each `-f`; a directory gives its
+    /// `.yaml`, `.yml` and `.json` files in name order.
+    fn files(&self, file: Option<&str>) -> Result<Vec<String>, Exit> {
+        let mut out = Vec::new();
+        for f in file
+            .into_iter()
+            .chain(self.filenames.iter().map(String::as_str))
+        {
+            let path = Path::new(f);
+            if f == "-" || !path.is_dir() {
+                out.push(f.to_string());
+                continue;
+            }
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| Exit(format!("error: failed to read {f}: {e}"), USAGE))?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .and_then(|x| x.to_str())
+                            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+                })
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(Exit(
+                    format!("error: {f} holds no .yaml, .yml or .json file"),
+                    USAGE,
+                ));
+            }
+            out.extend(files.into_iter().map(|p| p.display().to_string()));
+        }
+        Ok(out)
+    }
+
+    fn limits(&self) -> input::Limits {
+        input::Limits {
+            max_object_bytes: self.max_object_bytes,
+        }
+    }
+}
+
+/// Read every input, handing each object to `sink`; stops early, quietly,
+/// once standard output's reader has gone.
+fn read_inputs(
+    files: &[String],
+    limits: input::Limits,
+    sink: &mut input::Sink<'_>,
+) -> Result<(), Exit> {
+    const STOPPED: u8 = u8::MAX;
+    let mut guarded = |e| {
+        if stdout_closed() {
+            return Err(Exit::quiet(STOPPED));
+        }
+        sink(e)
+    };
+    for f in files {
+        match input::read(f, limits, &mut guarded) {
+            Err(Exit(_, STOPPED)) => return Ok(()),
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -641,26 +873,113 @@ enum DebugCommand {
     #[command(after_help = "Example:\n  katalog debug ir --katalog katalogs/crontab.yaml")]
     Ir {
         /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
-        #[arg(long, env = "KATALOG_KATALOG")]
+        #[arg(short = 'k', long, env = "KATALOG_KATALOG")]
         katalog: PathBuf,
     },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(e),
+    };
     if matches!(cli.command, Command::Serve(_)) {
         serve_allocator_defaults();
     }
-    match run(cli) {
+    let result = run(cli);
+    flush_out();
+    match result {
         Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(Exit(message, code)) => {
-            eprint!("{message}");
+            err!("{message}");
             if !message.is_empty() && !message.ends_with('\n') {
-                eprintln!();
+                errln!();
             }
             ExitCode::from(code)
         }
     }
+}
+
+/// Help, version and usage errors as clap prints them, with the text
+/// wrapped to the terminal's width (`COLUMNS`, else the terminal of
+/// standard output, else 100 columns, as clap's own wrapping would).
+fn clap_exit(e: clap::Error) -> ExitCode {
+    let text = wrap_help(&e.render().to_string(), terminal_width());
+    if e.use_stderr() {
+        err!("{text}");
+    } else {
+        out!("{text}");
+        flush_out();
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE))
+}
+
+fn terminal_width() -> usize {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
+    match rustix::termios::tcgetwinsize(std::io::stdout()) {
+        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
+        _ => 100,
+    }
+}
+
+/// Wrap each line of `text` longer than `width` at spaces; the lines it
+/// continues onto are indented to where the line's text starts (after a
+/// `name  ` column when there is one).
+fn wrap_help(text: &str, width: usize) -> String {
+    let width = width.max(40);
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (line, newline) = match line.strip_suffix('\n') {
+            Some(l) => (l, "\n"),
+            None => (line, ""),
+        };
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push_str(newline);
+            continue;
+        }
+        let lead = line.len() - line.trim_start().len();
+        // `  check      Load and compile ...`: the description's column.
+        let indent = line[lead..]
+            .find("  ")
+            .map(|i| lead + i)
+            .and_then(|i| {
+                let rest = &line[i..];
+                let gap = rest.len() - rest.trim_start().len();
+                (i + gap < width / 2).then_some(i + gap)
+            })
+            .unwrap_or(lead);
+        let mut current = String::new();
+        let mut first = true;
+        let head = &line[..indent];
+        for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
+            let start = if first {
+                head.to_string()
+            } else {
+                " ".repeat(indent)
+            };
+            if current.is_empty() {
+                current = start + word;
+            } else if current.chars().count() + 1 + word.chars().count() <= width {
+                current.push(' ');
+                current.push_str(word);
+            } else {
+                out.push_str(&current);
+                out.push('\n');
+                first = false;
+                current = " ".repeat(indent) + word;
+            }
+        }
+        out.push_str(&current);
+        out.push_str(newline);
+    }
+    out
 }
 
 /// The allocator setting the server is measured and deployed with:
@@ -703,7 +1022,7 @@ fn serve_allocator_defaults() {
             }
             Err(e) => e,
         };
-        eprintln!(
+        errln!(
             "katalog serve: could not run again with {PURGE_DELAY}=50 ({err}); \
              going on with the allocator's default"
         );
@@ -713,10 +1032,12 @@ fn serve_allocator_defaults() {
 fn run(cli: Cli) -> Result<(), Exit> {
     match cli.command {
         Command::Check {
-            katalogs,
+            mut katalogs,
+            katalog,
             strict,
             live,
         } => {
+            katalogs.extend(katalog);
             let live = live.fetch()?;
             let mut worst = exit::SUCCESS;
             for path in &katalogs {
@@ -724,10 +1045,10 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     Ok(ir) => {
                         let warnings = &ir.admission.warnings;
                         for w in warnings {
-                            eprintln!("{}", w.render());
+                            errln!("{}", w.render());
                         }
                         if strict && !warnings.is_empty() {
-                            eprintln!(
+                            errln!(
                                 "{}: {} warning{} (--strict makes them errors)",
                                 path.display(),
                                 warnings.len(),
@@ -762,7 +1083,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                         );
                     }
                     Err(Exit(message, code)) => {
-                        eprint!("{message}");
+                        err!("{message}");
                         // For `check`, a Katalog that does not compile is the answer.
                         worst = worst.max(if code == KATALOG { NO } else { code });
                     }
@@ -866,7 +1187,12 @@ fn run(cli: Cli) -> Result<(), Exit> {
             out!("{}", render(&notes));
             Ok(())
         }
-        Command::Suggest { katalog, live } => {
+        Command::Suggest {
+            path,
+            katalog,
+            live,
+        } => {
+            let katalog = path.or(katalog).unwrap_or_default();
             let live = live.fetch()?;
             let sources = files::read_katalog(&katalog)?;
             let (_, analysis) = analyze_sources(&sources, live.as_ref())
@@ -959,10 +1285,12 @@ fn run(cli: Cli) -> Result<(), Exit> {
             }
         }
         Command::Analyze {
-            katalogs,
+            mut katalogs,
+            katalog,
             output,
             live,
         } => {
+            katalogs.extend(katalog);
             let live = live.fetch()?;
             let mut worst = exit::SUCCESS;
             let mut json = Vec::new();
@@ -975,7 +1303,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 match analyzed {
                     Ok((_, analysis)) => {
                         for d in analysis.diagnostics.iter() {
-                            eprintln!("{}", d.render());
+                            errln!("{}", d.render());
                         }
                         if analysis.has_errors() {
                             worst = worst.max(NO);
@@ -992,7 +1320,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                         }
                     }
                     Err(Exit(message, code)) => {
-                        eprint!("{message}");
+                        err!("{message}");
                         worst = worst.max(if code == KATALOG { NO } else { code });
                     }
                 }
@@ -1009,25 +1337,50 @@ fn run(cli: Cli) -> Result<(), Exit> {
             katalog,
             to,
             output,
+            objects,
+            namespace,
             file,
         } => {
             let ir = load_ir(&katalog)?;
-            let objects = read_batch(&file)?;
-            let (converted, failures) = batch::convert(&ir, &objects, &to);
-            print_values(&batch::converted_output(&objects, converted), output);
-            if failures.is_empty() {
+            check_to(&ir, &to)?;
+            let mut files = objects.files(file.as_deref())?;
+            if files.is_empty() {
+                files.push("-".into());
+            }
+            let shape = match output {
+                Output::Json => output::Shape::Json,
+                Output::JsonPath(_) => output::Shape::Collect,
+                _ => output::Shape::Yaml,
+            };
+            let mut run = batch::ConvertRun {
+                ir: &ir,
+                to: &to,
+                namespace: namespace.as_deref(),
+                writer: output::ObjectWriter::new(shape),
+                index: 0,
+                failures: 0,
+            };
+            read_inputs(&files, objects.limits(), &mut |e| run.event(e))?;
+            run.writer.finish();
+            if let Output::JsonPath(template) = &output {
+                let value = std::mem::replace(&mut run.writer, output::ObjectWriter::new(shape))
+                    .into_value();
+                print_jsonpath(template, &value)?;
+            }
+            if run.failures == 0 {
                 Ok(())
             } else {
-                Err(Exit(failures.join("\n"), NO))
+                Err(Exit::quiet(NO))
             }
         }
         Command::Review {
             katalog,
             endpoint,
             file,
+            output,
         } => {
             let ir = load_ir(&katalog)?;
-            let body = read_input(&file)?;
+            let body = read_review(&file)?;
             let kind = katalog_lang::json::node::parse_value(&body)
                 .ok()
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
@@ -1046,11 +1399,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 katalog_lang::review::review_conversion_bytes(&ir, &body)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
             };
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&response).unwrap_or_default()
-            );
-            Ok(())
+            print_objects(&[response], &output)
         }
         Command::Admit {
             katalog,
@@ -1063,11 +1412,12 @@ fn run(cli: Cli) -> Result<(), Exit> {
             subresource,
             namespace_object,
             output,
+            objects,
             file,
         } => {
             let ir = load_ir(&katalog)?;
             let one = |path: &str, flag: &str| -> Result<Value, Exit> {
-                let mut objects = read_batch(path)?.items;
+                let mut objects = input::read_all(path)?;
                 match objects.len() {
                     1 => Ok(objects.remove(0)),
                     n => Err(Exit(
@@ -1076,26 +1426,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     )),
                 }
             };
-            let objects = file.as_deref().map(read_batch).transpose()?;
-            if let (Some(o), Some(f)) = (&objects, &file)
-                && o.items.is_empty()
-                && o.list.is_none()
-            {
-                let f = if f == "-" { "<stdin>" } else { f };
-                return Err(Exit(format!("error: {f} holds no object"), USAGE));
-            }
             let delete = matches!(operation, Some(OperationArg::Delete));
-            if let (Some(objects), Some(_)) = (&objects, &old)
-                && objects.is_batch()
-            {
-                return Err(Exit(
-                    format!(
-                        "error: --old is the object before the change of one object, but the input holds {} objects; admit them one at a time",
-                        objects.items.len()
-                    ),
-                    USAGE,
-                ));
-            }
             let old_object = old
                 .as_ref()
                 .map(|p| one(&p.display().to_string(), "--old "))
@@ -1121,59 +1452,14 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 namespace_object,
                 dry_run: false,
             };
-            let batch_output = matches!(output, AdmitFormat::Junit);
-            let mut base = base;
-            // `--operation DELETE --old FILE -o junit`: the old object is the one reported.
-            let objects = match objects {
-                None if batch_output && delete => {
-                    base.old_object.take().map(|old| batch::Objects {
-                        items: vec![old],
-                        list: None,
-                    })
-                }
-                other => other,
-            };
-            if let Some(objects) = objects.as_ref().filter(|o| o.is_batch() || batch_output) {
-                let results = batch::admit(&ir, &base, &objects.items, delete);
-                let name = match file.as_deref() {
-                    Some("-") | None => "<stdin>",
-                    Some(f) => f,
-                };
-                match output {
-                    AdmitFormat::Text => batch::print_text(&results),
-                    AdmitFormat::Json => batch::print_json(&results),
-                    AdmitFormat::Junit => batch::print_junit(&results, name),
-                }
-                return batch::Summary::of(&results).outcome();
-            }
-            let mut request = base;
-            request.object = objects.and_then(|o| o.items.into_iter().next());
-            // A DELETE carries the object being deleted as the old object.
-            if delete && request.old_object.is_none() {
-                request.old_object = request.object.take();
-            }
-            let input = request
-                .to_input(&ir)
-                .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
-            let verdict = katalog_lang::admission::eval::evaluate(&ir, &input, Endpoint::All);
-            match output {
-                AdmitFormat::Json => outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&verdict).unwrap_or_default()
-                ),
-                _ => print_verdict(&verdict),
-            }
-            if verdict.allowed {
-                Ok(())
-            } else {
-                Err(Exit::quiet(NO))
-            }
+            let files = objects.files(file.as_deref())?;
+            admit(&ir, base, delete, &output, &files, objects.limits())
         }
         Command::Serve(args) => serve(*args),
         Command::Manifests { target, output } => {
             let (ir, reg) = target.load()?;
             let manifests = katalog_runtime::registration::manifests;
-            print_values(&manifests(&ir, &reg), output);
+            print_objects(&manifests(&ir, &reg), &output)?;
             Ok(())
         }
         Command::Register(args) => register(args),
@@ -1313,7 +1599,7 @@ fn migrate_storage(
     let client = rt
         .block_on(katalog_runtime::cluster::client(kubeconfig.as_deref()))
         .map_err(cluster_exit)?;
-    let result = rt.block_on(migrate_storage(client, &opts, |p| eprintln!("{p}")));
+    let result = rt.block_on(migrate_storage(client, &opts, |p| errln!("{p}")));
     match result {
         Ok(report) => {
             outln!("{report}");
@@ -1413,7 +1699,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     }
     let serve = Serve::new_from_config(config).map_err(serve_exit)?;
     if let Some((secret, applied)) = serve.secret_applied() {
-        eprintln!(
+        errln!(
             "certificate: Secret {secret} {}{}",
             applied.action,
             if applied.reasons.is_empty() {
@@ -1428,13 +1714,13 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             if let Some(ca) = &listening.development_ca {
                 let port = listening.addr.port();
                 let ca = std::fs::canonicalize(ca).unwrap_or_else(|_| ca.clone());
-                eprintln!("development CA: {}", ca.display());
+                errln!("development CA: {}", ca.display());
                 let example = std::fs::canonicalize(
                     "crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json",
                 )
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "review.json".into());
-                eprintln!(
+                errln!(
                     "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @{example}",
                     ca.display()
                 );
@@ -1476,7 +1762,7 @@ fn print_verdict(v: &Verdict) {
     for d in &v.denials {
         outln!("  deny  [{}] {}", d.rule, d.message);
     }
-    for w in v.warning_lines() {
+    for w in batch::warning_lines(v) {
         outln!("  warn  {w}");
     }
     for a in &v.audits {
@@ -1503,7 +1789,7 @@ fn plural(n: usize) -> &'static str {
 fn load_ir(path: &Path) -> Result<Ir, Exit> {
     let ir = load_ir_quiet(path)?;
     for w in &ir.admission.warnings {
-        eprintln!("{}", w.render());
+        errln!("{}", w.render());
     }
     Ok(ir)
 }
@@ -1607,13 +1893,6 @@ fn load_ir_live(path: &Path, live: Option<&katalog_runtime::live::LiveCrds>) -> 
     })
 }
 
-/// The objects of an input file, Lists flattened; what cannot be read or
-/// parsed is a usage error.
-fn read_batch(file: &str) -> Result<batch::Objects, Exit> {
-    let documents = read_objects(file).map_err(|e| e.with_code(USAGE))?;
-    batch::flatten(documents, if file == "-" { "<stdin>" } else { file })
-}
-
 fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
     if file == "-" {
         let mut buf = Vec::new();
@@ -1626,25 +1905,275 @@ fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
     }
 }
 
-/// Objects from YAML (one or more documents) or JSON.
-fn read_objects(file: &str) -> Result<Vec<Value>, Exit> {
-    let bytes = read_input(file)?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| Exit(format!("error: {file} is not UTF-8 text"), 1))?;
-    let name = if file == "-" { "<stdin>" } else { file };
-    if let Ok(v) = katalog_lang::json::node::parse_value(text.as_bytes()) {
-        return Ok(match v {
-            Value::Array(items) => items,
-            other => vec![other],
+/// A review as JSON bytes: JSON as it is, YAML turned into JSON.
+fn read_review(file: &str) -> Result<Vec<u8>, Exit> {
+    let body = read_input(file)?;
+    if katalog_lang::json::node::parse_value(&body).is_ok() {
+        return Ok(body);
+    }
+    let name = input::display_name(file);
+    let mut reviews = Vec::new();
+    let read = input::read_from(&body[..], name, input::Limits::default(), &mut |e| {
+        if let input::Event::Object(v) = e {
+            reviews.push(v);
+        }
+        Ok(())
+    });
+    if let Err(yaml) = read {
+        // JSON that is broken says so as JSON.
+        return Err(match katalog_lang::json::node::parse_value(&body) {
+            Err(e) if body.trim_ascii_start().starts_with(b"{") => Exit(
+                format!(
+                    "error: failed to parse {name}:{}:{}: {} (a review is JSON or YAML)",
+                    e.line(),
+                    e.column(),
+                    e.to_string()
+                        .rsplit_once(" at line ")
+                        .map_or(e.to_string(), |(m, _)| m.to_string())
+                ),
+                USAGE,
+            ),
+            _ => yaml,
         });
     }
-    let nodes = katalog_lang::yaml::read_documents(&text)
-        .map_err(|e| Exit(format!("error: failed to parse {name}: {e}"), 1))?;
-    Ok(nodes
+    match reviews.as_slice() {
+        [one] => Ok(serde_json::to_vec(one).unwrap_or_default()),
+        other => Err(Exit(
+            format!(
+                "error: {name} holds {} documents; give one ConversionReview or AdmissionReview (JSON or YAML)",
+                other.len()
+            ),
+            USAGE,
+        )),
+    }
+}
+
+/// `--to` names a version no resource of the Katalog has: a usage error,
+/// said once before any object is read.
+fn check_to(ir: &Ir, to: &str) -> Result<(), Exit> {
+    let (group, version) = match to.rsplit_once('/') {
+        Some((g, v)) => (Some(g), v),
+        None => (None, to),
+    };
+    let fits = ir
+        .resources
         .iter()
-        .map(|n| n.to_value())
-        .filter(|v| !v.is_null())
-        .collect())
+        .filter(|r| group.is_none_or(|g| r.group == g))
+        .any(|r| r.version(version).is_some());
+    if fits {
+        return Ok(());
+    }
+    let mut known: Vec<String> = ir
+        .resources
+        .iter()
+        .flat_map(|r| {
+            r.versions
+                .iter()
+                .map(move |v| format!("{}/{}", r.group, v.name))
+        })
+        .collect();
+    known.dedup();
+    Err(Exit(
+        format!(
+            "error: --to {to}: no resource of the Katalog has this version (it has {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+        USAGE,
+    ))
+}
+
+/// `katalog admit`: objects are evaluated as they are read. One plain
+/// object gets the detailed verdict; a List or several objects one result
+/// each and a summary.
+fn admit(
+    ir: &Ir,
+    mut base: SimulatedRequest,
+    delete: bool,
+    output: &Output,
+    files: &[String],
+    limits: input::Limits,
+) -> Result<(), Exit> {
+    use batch::{BatchFormat, BatchPrinter};
+    let format = match output {
+        Output::Text => BatchFormat::Text,
+        Output::Yaml => BatchFormat::Yaml,
+        Output::Json => BatchFormat::Json,
+        Output::Junit => BatchFormat::Junit,
+        Output::JsonPath(_) => BatchFormat::Collect,
+    };
+    let suite = files
+        .first()
+        .map_or("<stdin>", |f| input::display_name(f))
+        .to_string();
+    // `--operation DELETE --old FILE -o junit`: the old object is the one reported.
+    if files.is_empty() {
+        if format == BatchFormat::Junit
+            && delete
+            && let Some(old) = base.old_object.take()
+        {
+            let mut printer = BatchPrinter::new(format);
+            printer.result(batch::admit_one(ir, &base, 0, old, delete));
+            return printer.finish(&suite);
+        }
+        return admit_single(ir, base, None, delete, output);
+    }
+    let with_old = base.old_object.is_some();
+    let mut printer = BatchPrinter::new(format.clone());
+    let mut pending: Option<Value> = None;
+    let mut batch = format == BatchFormat::Junit;
+    let mut count = 0usize;
+    let mut any = false;
+    let mut lists = false;
+    read_inputs(files, limits, &mut |e| {
+        any = true;
+        match e {
+            input::Event::ListBegin(_) => lists = true,
+            input::Event::ListEnd(_) => {}
+            input::Event::Object(v) => {
+                count += 1;
+                if with_old {
+                    // Counted only: `--old` describes one object.
+                    if count == 1 {
+                        pending = Some(v);
+                    }
+                    return Ok(());
+                }
+                if !batch && (lists || pending.is_some()) {
+                    batch = true;
+                }
+                if !batch {
+                    pending = Some(v);
+                    return Ok(());
+                }
+                if let Some(first) = pending.take() {
+                    printer.result(batch::admit_one(ir, &base, 0, first, delete));
+                }
+                printer.result(batch::admit_one(ir, &base, count - 1, v, delete));
+            }
+        }
+        Ok(())
+    })?;
+    if with_old && (lists || count != 1) {
+        return Err(Exit(
+            format!(
+                "error: --old is the object before the change of one object, but the input holds {count} objects; admit them one at a time"
+            ),
+            USAGE,
+        ));
+    }
+    if !any || (count == 0 && !lists) {
+        let name = if files.len() == 1 {
+            input::display_name(&files[0]).to_string()
+        } else {
+            files.join(", ")
+        };
+        return Err(Exit(format!("error: {name} holds no object"), USAGE));
+    }
+    if lists && !batch {
+        batch = true;
+    }
+    if batch {
+        if let Some(first) = pending.take() {
+            printer.result(batch::admit_one(ir, &base, 0, first, delete));
+        }
+        let outcome = printer.finish(&suite);
+        if let Output::JsonPath(template) = output {
+            let value = serde_json::json!({
+                "results": printer.collected,
+                "summary": printer.summary,
+            });
+            print_jsonpath(template, &value)?;
+        }
+        return outcome;
+    }
+    admit_single(ir, base, pending, delete, output)
+}
+
+/// One plain object: the detailed verdict.
+fn admit_single(
+    ir: &Ir,
+    base: SimulatedRequest,
+    object: Option<Value>,
+    delete: bool,
+    output: &Output,
+) -> Result<(), Exit> {
+    let mut request = base;
+    request.object = object;
+    // A DELETE carries the object being deleted as the old object.
+    if delete && request.old_object.is_none() {
+        request.old_object = request.object.take();
+    }
+    let mut defaulted = None;
+    for o in [&mut request.object, &mut request.old_object]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(problem) = batch::not_an_object(o) {
+            return Err(Exit(format!("error: {problem}"), USAGE));
+        }
+        defaulted = defaulted.or(batch::default_namespace(
+            ir,
+            request.namespace.as_deref(),
+            o,
+        ));
+    }
+    let input = request
+        .to_input(ir)
+        .map_err(|e| Exit(format!("error: {e}"), USAGE))?;
+    let verdict = katalog_lang::admission::eval::evaluate(ir, &input, Endpoint::All);
+    match output {
+        Output::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&verdict).unwrap_or_default()
+        ),
+        Output::Yaml => out!("{}", serde_saphyr::to_string(&verdict).unwrap_or_default()),
+        Output::JsonPath(template) => print_jsonpath(
+            template,
+            &serde_json::to_value(&verdict).unwrap_or_default(),
+        )?,
+        Output::Text | Output::Junit => {
+            print_verdict(&verdict);
+            if let Some(ns) = defaulted {
+                outln!("namespace: {ns} (the object has none: kubectl's default, or --namespace)");
+            }
+        }
+    }
+    if verdict.allowed {
+        Ok(())
+    } else {
+        Err(Exit::quiet(NO))
+    }
+}
+
+/// Objects in the `-o` form: YAML documents, JSON (several as one List), or
+/// a template over that JSON.
+fn print_objects(values: &[Value], output: &Output) -> Result<(), Exit> {
+    let shape = match output {
+        Output::Json => output::Shape::Json,
+        Output::JsonPath(_) => output::Shape::Collect,
+        _ => output::Shape::Yaml,
+    };
+    let mut writer = output::ObjectWriter::new(shape);
+    for v in values {
+        writer.object(v);
+    }
+    writer.finish();
+    match output {
+        Output::JsonPath(template) => print_jsonpath(template, &writer.into_value()),
+        _ => Ok(()),
+    }
+}
+
+/// `-o jsonpath=TEMPLATE`: kubectl's template over `value`.
+fn print_jsonpath(template: &str, value: &Value) -> Result<(), Exit> {
+    let text = jsonpath::render(template, value)
+        .map_err(|e| Exit(format!("error: -o jsonpath={template}: {e}"), USAGE))?;
+    out!("{text}");
+    Ok(())
 }
 
 /// An object to convert with `--to VERSION` that has no apiVersion to take
@@ -1749,6 +2278,48 @@ mod tests {
         let err = super::desired_api_version(&ir, &serde_json::json!({}), "v2").unwrap_err();
         assert_eq!(err, super::NoApiVersion);
         assert_eq!(err.to_string(), "the object has no apiVersion");
+    }
+
+    /// `katalog --help` and every command's help fit the terminal: no
+    /// line past the width once wrapped, and no word lost.
+    #[test]
+    fn help_is_wrapped_to_the_terminal_width() {
+        fn walk(cmd: &mut clap::Command, out: &mut Vec<String>) {
+            out.push(cmd.render_help().to_string());
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, out);
+            }
+        }
+        let mut helps = Vec::new();
+        walk(&mut super::Cli::command(), &mut helps);
+        for width in [60, 80, 120] {
+            for help in &helps {
+                let wrapped = super::wrap_help(help, width);
+                for line in wrapped.lines() {
+                    // A single word longer than the width stays whole.
+                    assert!(
+                        line.chars().count() <= width || !line.trim().contains(' '),
+                        "{width}: {line:?}"
+                    );
+                }
+                let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert_eq!(words(&wrapped), words(help));
+            }
+        }
+        let top = super::wrap_help(&super::Cli::command().render_help().to_string(), 80);
+        assert!(top.lines().any(|l| l.starts_with("  convert ")), "{top}");
+    }
+
+    /// The README's command table names every command.
+    #[test]
+    fn the_readme_names_every_command() {
+        let readme = include_str!("../../../README.md");
+        let missing: Vec<String> = super::Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .filter(|name| name != "help" && !readme.contains(&format!("`katalog {name}")))
+            .collect();
+        assert!(missing.is_empty(), "not in README.md's table: {missing:?}");
     }
 
     #[test]

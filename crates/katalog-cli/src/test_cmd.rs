@@ -94,7 +94,7 @@ pub fn run(
                 None => files::compile_katalog(&sources)?,
             };
             for w in &ir.admission.warnings {
-                eprintln!("{}", w.render());
+                errln!("{}", w.render());
             }
             if let Some(options) = fuzz
                 && !fuzzed.iter().any(|(p, _)| *p == katalog_path)
@@ -161,7 +161,7 @@ pub fn run(
         };
         match output {
             Report::Table => out!("{text}"),
-            Report::Json | Report::Junit => eprint!("{text}"),
+            Report::Json | Report::Junit => err!("{text}"),
         }
         fuzz_findings += report.findings();
     }

@@ -227,7 +227,7 @@ const CASES: &[Case] = &[
             "-",
         ],
         stdin: Some(CRONTAB_V1),
-        code: 1,
+        code: 2,
     },
     Case {
         name: "review-v1",
@@ -825,6 +825,225 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 3,
     },
+    // Several objects as JSON are one List (kubectl's convention), which reads back.
+    Case {
+        name: "convert-json-several",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/hostport.yaml",
+            "--to",
+            "v2",
+            "-o",
+            "json",
+            "-",
+        ],
+        stdin: Some(HOSTPORTS),
+        code: 0,
+    },
+    // JSON Lines in.
+    Case {
+        name: "convert-json-lines",
+        args: &["convert", "-k", "katalogs/hostport.yaml", "--to", "v2", "-"],
+        stdin: Some(
+            "{\"apiVersion\": \"stable.example.com/v1\", \"kind\": \"HostPort\", \"metadata\": {\"name\": \"a\"}, \"hostPort\": \"localhost:8080\"}\n{\"apiVersion\": \"stable.example.com/v1\", \"kind\": \"HostPort\", \"metadata\": {\"name\": \"b\"}, \"hostPort\": \"example.com\"}\n",
+        ),
+        code: 0,
+    },
+    // A version the Katalog does not have: a usage error, said once.
+    Case {
+        name: "convert-unknown-version",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v3",
+            "-",
+        ],
+        stdin: Some(CRONTAB_LIST_KUBECTL),
+        code: 2,
+    },
+    // kubectl's flags: -k, -f (repeatable, a directory), -n.
+    Case {
+        name: "convert-filename-directory",
+        args: &[
+            "convert",
+            "-k",
+            "katalogs/hostport.yaml",
+            "--to",
+            "v2",
+            "-f",
+            "crates/katalog-cli/tests/golden/objects",
+            "-f",
+            "-",
+            "-n",
+            "team-a",
+        ],
+        stdin: Some(HOSTPORTS),
+        code: 0,
+    },
+    // A kubectl List (members after `items`) keeps its shape.
+    Case {
+        name: "convert-kubectl-list",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "-",
+        ],
+        stdin: Some(CRONTAB_LIST_KUBECTL),
+        code: 0,
+    },
+    Case {
+        name: "convert-jsonpath",
+        args: &[
+            "convert",
+            "--katalog",
+            "katalogs/hostport.yaml",
+            "--to",
+            "v2",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.host}{\"\\n\"}{end}",
+            "-",
+        ],
+        stdin: Some(HOSTPORTS),
+        code: 0,
+    },
+    Case {
+        name: "admit-jsonpath",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "jsonpath={.results[?(@.verdict.allowed==false)].name} {.summary.denied}",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-yaml",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "yaml",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "admit-admission-review",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/admission-review.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
+    Case {
+        name: "review-yaml",
+        args: &[
+            "review",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/admission-review.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    // No metadata.namespace: in `default`, as kubectl sends it.
+    Case {
+        name: "admit-default-namespace",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/namespaced.yaml",
+            "-",
+        ],
+        stdin: Some("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: []}\n"),
+        code: 1,
+    },
+    Case {
+        name: "admit-namespace-flag",
+        args: &[
+            "admit",
+            "-k",
+            "crates/katalog-cli/tests/golden/namespaced.yaml",
+            "-n",
+            "team-a",
+            "-f",
+            "-",
+        ],
+        stdin: Some("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: []}\n"),
+        code: 0,
+    },
+    // A skipped mutation's warning is shown whole, its reason included.
+    Case {
+        name: "admit-skipped-mutation",
+        args: &[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/skipped-mutation.yaml",
+            "-",
+        ],
+        stdin: Some(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: team-a}\nspec: {nodeSelector: not-a-map, containers: []}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: db, namespace: team-a}\nspec: {nodeSelector: not-a-map, containers: []}\n",
+        ),
+        code: 0,
+    },
+    // The same -o on every command that prints objects.
+    Case {
+        name: "manifests-jsonpath",
+        args: &[
+            "manifests",
+            "-k",
+            "katalogs/platform.yaml",
+            "--url",
+            "https://127.0.0.1:8443",
+            "-o",
+            "jsonpath={range .items[*]}{.kind} {.metadata.name}{\"\\n\"}{end}",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "review-yaml-out",
+        args: &[
+            "review",
+            "-k",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-o",
+            "yaml",
+            "crates/katalog-cli/tests/golden/admission-review.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "suggest-katalog-flag",
+        args: &[
+            "suggest",
+            "-k",
+            "crates/katalog-lang/testdata/schema-errors/coverage.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "check-katalog-flag",
+        args: &["check", "-k", "katalogs/crontab.yaml"],
+        stdin: None,
+        code: 0,
+    },
     Case {
         name: "unregister-unreachable-cluster",
         args: &[
@@ -869,6 +1088,31 @@ kind: CronTab
 metadata: {name: nightly, namespace: default, labels: {app.kubernetes.io/name: backup}}
 spec: {schedule: '0 3 * * *', image: busybox, timeoutSeconds: 600, concurrencyPolicy: Forbid}
 status: {active: 1}
+";
+
+/// As `kubectl get crontabs -o yaml` prints it: the List's members around
+/// `items`, the items at column 0.
+const CRONTAB_LIST_KUBECTL: &str = "apiVersion: v1
+items:
+- apiVersion: stable.example.com/v1
+  kind: CronTab
+  metadata:
+    name: nightly
+    namespace: default
+  spec:
+    schedule: 0 3 * * *
+    image: busybox
+- apiVersion: stable.example.com/v1
+  kind: CronTab
+  metadata:
+    name: hourly
+    namespace: default
+  spec:
+    schedule: 0 * * * *
+    image: alpine
+kind: List
+metadata:
+  resourceVersion: \"\"
 ";
 
 const HOSTPORTS: &str = "apiVersion: stable.example.com/v1
@@ -940,4 +1184,219 @@ fn cli_output_matches_golden_files() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Run the binary with `stdin`, returning (code, stdout, stderr).
+fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+        .args(args)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("KATALOG_KATALOG")
+        .spawn()
+        .expect("the katalog binary runs");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    // Written from a thread: the output is read while the input is still going in.
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn crontab(i: usize) -> String {
+    format!(
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata:\n  name: c{i}\n  namespace: default\nspec:\n  schedule: '0 3 * * *'\n  image: busybox\n  timeoutSeconds: {i}\n"
+    )
+}
+
+/// Issue 33: 20,000 documents and a List of 20,000 items (past every budget
+/// the YAML reader has for one file) are read object by object.
+#[test]
+fn twenty_thousand_documents_and_a_twenty_thousand_item_list_are_read() {
+    const N: usize = 20_000;
+    let documents: String = (0..N).map(|i| crontab(i) + "---\n").collect();
+    let (code, stdout, stderr) = run_with(
+        &["admit", "--katalog", "katalogs/crontab.yaml", "-"],
+        documents.as_bytes(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.ends_with("20000 objects: 20000 allowed, 0 denied\n"),
+        "{}",
+        &stdout[stdout.len().saturating_sub(200)..]
+    );
+
+    // kubectl's shape: items at column 0, the List's members after them.
+    let mut list = String::from("apiVersion: v1\nitems:\n");
+    for i in 0..N {
+        for (j, line) in crontab(i).lines().enumerate() {
+            list.push_str(if j == 0 { "- " } else { "  " });
+            list.push_str(line);
+            list.push('\n');
+        }
+    }
+    list.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
+    let (code, stdout, stderr) = run_with(
+        &[
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "-",
+        ],
+        list.as_bytes(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("apiVersion: v1\nitems:\n- apiVersion: stable.example.com/v2\n"));
+    assert!(stdout.ends_with("kind: List\nmetadata:\n  resourceVersion: \"\"\n"));
+    assert_eq!(
+        stdout
+            .matches("\n- apiVersion: stable.example.com/v2\n")
+            .count(),
+        N
+    );
+}
+
+/// One object past `--max-object-bytes` is refused with a message that
+/// names the limit, the file, the line and how to raise it.
+#[test]
+fn an_object_over_the_limit_is_named_with_the_flag() {
+    let input = crontab(1) + "---\n" + &crontab(2);
+    let (code, _, stderr) = run_with(
+        &[
+            "convert",
+            "-k",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "--max-object-bytes",
+            "100",
+            "-",
+        ],
+        input.as_bytes(),
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "error: <stdin>:1: an object is larger than 100 bytes (--max-object-bytes); raise it with --max-object-bytes BYTES or KATALOG_MAX_OBJECT_BYTES\n"
+    );
+}
+
+/// Every output format of `convert` reads back as input: converting the
+/// output again to the same version gives the same output.
+#[test]
+fn every_output_format_reads_back() {
+    let input = (0..3).map(crontab).collect::<Vec<_>>().join("---\n");
+    for format in ["yaml", "json"] {
+        let args = [
+            "convert",
+            "--katalog",
+            "katalogs/crontab.yaml",
+            "--to",
+            "v2",
+            "-o",
+            format,
+            "-",
+        ];
+        let (code, first, stderr) = run_with(&args, input.as_bytes());
+        assert_eq!(code, 0, "{format}: {stderr}");
+        let (code, again, stderr) = run_with(&args, first.as_bytes());
+        assert_eq!(code, 0, "{format}: {stderr}");
+        assert_eq!(first, again, "{format}");
+    }
+}
+
+/// Issue 35: a closed standard output or error never panics (exit 101);
+/// the command ends with its own code.
+#[test]
+fn closed_pipes_end_commands_with_their_own_code() {
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let run_closed = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_katalog"))
+            .args(args)
+            .current_dir(root())
+            .stdin(Stdio::null())
+            .stdout(closed())
+            .stderr(closed())
+            .env_remove("KATALOG_KATALOG")
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(run_closed(&["check", "no/such/katalog.yaml"]), Some(2));
+    assert_eq!(run_closed(&["check", "katalogs/crontab.yaml"]), Some(0));
+    assert_eq!(
+        run_closed(&[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/pod.yaml",
+        ]),
+        Some(1)
+    );
+    // Warnings to standard error, then the answer to standard output.
+    assert_eq!(
+        run_closed(&["check", "crates/katalog-cli/tests/golden/unmatchable.yaml"]),
+        Some(0)
+    );
+    assert_eq!(
+        run_closed(&[
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "crates/katalog-cli/tests/golden/pods-list.yaml",
+        ]),
+        Some(1)
+    );
+
+    // `katalog admit ... 2>&1 | head -1`: both streams on one pipe whose
+    // reader goes after the first line. Every object is denied, so the
+    // code is 1 however far the command got.
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+        .args([
+            "admit",
+            "--katalog",
+            "crates/katalog-cli/tests/golden/admission.yaml",
+            "-",
+        ])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .env_remove("KATALOG_KATALOG")
+        .spawn()
+        .unwrap();
+    let pods: String = (0..5000)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: team-a}}\nspec: {{containers: [{{name: app, image: docker.io/busybox}}]}}\n---\n"
+            )
+        })
+        .collect();
+    let mut input = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(pods.as_bytes());
+    });
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(reader), &mut first).unwrap();
+    // The reader is dropped here, as `head -1` exits.
+    let code = child.wait().unwrap().code();
+    feeder.join().unwrap();
+    assert!(!first.is_empty());
+    assert_eq!(code, Some(1), "first line: {first}");
 }

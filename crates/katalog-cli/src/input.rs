@@ -1,0 +1,1282 @@
+//! Reading objects one at a time, for `admit` and `convert`: an input of any
+//! size is read as a stream, and only one object (with its text) is held at
+//! once.
+//!
+//! - YAML is split into documents at `---` lines (as kubectl's YAML reader
+//!   does), and a document that is a List written in block style (what
+//!   `kubectl get -o yaml` prints) into its items, each read on its own;
+//! - JSON is one value or several (JSON Lines, or values one after another),
+//!   each an object, an array of objects or a List, whose elements are read
+//!   one by one.
+//!
+//! The limit is per object ([`Limits::max_object_bytes`]); the YAML reader's
+//! own budget (`katalog_lang::yaml`) then applies to one object, not to the
+//! input.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::rc::Rc;
+
+use katalog_lang::json::node::ValueSeed;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::exit::{Exit, USAGE};
+
+/// The default of `--max-object-bytes`: the text of one object. A real
+/// object is far smaller (the apiserver stores at most about 1.5 MiB); the
+/// limit only stops a runaway input from taking all memory.
+pub const DEFAULT_MAX_OBJECT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Lists inside Lists deeper than this are refused rather than followed.
+const MAX_LIST_DEPTH: usize = 32;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The largest text of one object (a document, a List's item, a JSON value).
+    pub max_object_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+        }
+    }
+}
+
+/// What the reader hands over, in input order.
+#[derive(Debug, PartialEq)]
+pub enum Event {
+    /// A List begins: its members before `items`, in their order.
+    ListBegin(Map<String, Value>),
+    /// One object (Lists inside Lists flattened).
+    Object(Value),
+    /// The List ends: its members after `items`.
+    ListEnd(Map<String, Value>),
+}
+
+pub type Sink<'a> = dyn FnMut(Event) -> Result<(), Exit> + 'a;
+
+/// `<stdin>` for `-`.
+pub fn display_name(file: &str) -> &str {
+    if file == "-" { "<stdin>" } else { file }
+}
+
+/// Read `file` (`-`: standard input) and hand each object to `sink`.
+pub fn read(file: &str, limits: Limits, sink: &mut Sink<'_>) -> Result<(), Exit> {
+    let name = display_name(file);
+    let source: Box<dyn Read> = if file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(file)
+                .map_err(|e| Exit(format!("error: failed to read {file}: {e}"), USAGE))?,
+        )
+    };
+    read_from(
+        BufReader::with_capacity(64 * 1024, source),
+        name,
+        limits,
+        sink,
+    )
+}
+
+/// Every object of `file`, Lists flattened (for the small inputs of
+/// `--old` and `--namespace-object`).
+pub fn read_all(file: &str) -> Result<Vec<Value>, Exit> {
+    let mut objects = Vec::new();
+    read(file, Limits::default(), &mut |e| {
+        if let Event::Object(v) = e {
+            objects.push(v);
+        }
+        Ok(())
+    })?;
+    Ok(objects)
+}
+
+/// [`read`] from any reader.
+pub fn read_from<R: BufRead>(
+    mut reader: R,
+    name: &str,
+    limits: Limits,
+    sink: &mut Sink<'_>,
+) -> Result<(), Exit> {
+    let io = |e: std::io::Error| Exit(format!("error: failed to read {name}: {e}"), USAGE);
+    // Leading blank lines are skipped, counted for the line numbers.
+    let mut skipped_lines = 0;
+    let first = loop {
+        let buf = reader.fill_buf().map_err(io)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                skipped_lines += buf[..i].iter().filter(|&&b| b == b'\n').count();
+                let first = buf[i];
+                // Keep the indentation of the first line for YAML.
+                let line_start = buf[..i]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1);
+                reader.consume(line_start);
+                break first;
+            }
+            None => {
+                let n = buf.len();
+                skipped_lines += buf.iter().filter(|&&b| b == b'\n').count();
+                reader.consume(n);
+            }
+        }
+    };
+    if first == b'{' || first == b'[' {
+        let mut counting = Counting::new(reader, limits.max_object_bytes);
+        match read_json(&mut counting, name, skipped_lines, sink) {
+            Err(JsonFailed::NotJson(e)) if counting.replayable() => {
+                // `{kind: Pod}`: YAML in flow style. Read it again as YAML.
+                let _ = e;
+                let (recorded, rest) = counting.into_replay();
+                let reader = BufReader::new(std::io::Cursor::new(recorded).chain(rest));
+                read_yaml(reader, name, skipped_lines, limits, sink)
+            }
+            Err(JsonFailed::NotJson(e)) | Err(JsonFailed::Json(e)) => {
+                Err(json_error(&e, name, skipped_lines, &counting, limits))
+            }
+            Err(JsonFailed::Sink(exit)) => Err(exit),
+            Ok(()) => Ok(()),
+        }
+    } else {
+        read_yaml(reader, name, skipped_lines, limits, sink)
+    }
+}
+
+fn too_large(name: &str, line: usize, limits: Limits) -> Exit {
+    Exit(
+        format!(
+            "error: {name}:{line}: an object is larger than {} bytes (--max-object-bytes); raise it with --max-object-bytes BYTES or KATALOG_MAX_OBJECT_BYTES",
+            limits.max_object_bytes
+        ),
+        USAGE,
+    )
+}
+
+fn json_error<R>(
+    e: &serde_json::Error,
+    name: &str,
+    skipped_lines: usize,
+    counting: &Counting<R>,
+    limits: Limits,
+) -> Exit {
+    let line = e.line() + skipped_lines;
+    if counting.tripped.get() {
+        return too_large(name, line, limits);
+    }
+    let message = e.to_string();
+    let message = match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message,
+    };
+    Exit(
+        format!(
+            "error: failed to parse {name}:{line}:{}: {message}",
+            e.column()
+        ),
+        USAGE,
+    )
+}
+
+/// Hands objects to the sink, Lists split into their items.
+struct Emitter<'s, 'a> {
+    sink: &'s mut Sink<'a>,
+    name: String,
+    /// An error of the sink, kept while the parser unwinds.
+    failed: Option<Exit>,
+}
+
+impl Emitter<'_, '_> {
+    fn emit(&mut self, e: Event) -> Result<(), Exit> {
+        (self.sink)(e)
+    }
+
+    /// One object as read whole: a List is split, Lists in it flattened.
+    fn value(&mut self, v: Value) -> Result<(), Exit> {
+        if v.is_null() {
+            return Ok(());
+        }
+        if !is_list(&v) {
+            return self.emit(Event::Object(v));
+        }
+        let Value::Object(members) = v else {
+            return Ok(());
+        };
+        let mut before = Map::new();
+        let mut after = Map::new();
+        let mut items = Vec::new();
+        let mut seen = false;
+        for (k, v) in members {
+            match (k.as_str(), v) {
+                ("items", Value::Array(a)) if !seen => {
+                    seen = true;
+                    items = a;
+                }
+                (_, v) if seen => {
+                    after.insert(k, v);
+                }
+                (_, v) => {
+                    before.insert(k, v);
+                }
+            }
+        }
+        self.emit(Event::ListBegin(before))?;
+        for item in items {
+            self.item(item)?;
+        }
+        self.emit(Event::ListEnd(after))
+    }
+
+    /// One item of a List: a List in it is flattened.
+    fn item(&mut self, v: Value) -> Result<(), Exit> {
+        if !is_list(&v) {
+            return self.emit(Event::Object(v));
+        }
+        let mut stack = vec![(v, 1)];
+        while let Some((v, depth)) = stack.pop() {
+            if !is_list(&v) {
+                self.emit(Event::Object(v))?;
+                continue;
+            }
+            if depth >= MAX_LIST_DEPTH {
+                return Err(Exit(
+                    format!(
+                        "error: {} nests Lists deeper than {MAX_LIST_DEPTH} levels",
+                        self.name
+                    ),
+                    USAGE,
+                ));
+            }
+            if let Value::Object(mut m) = v
+                && let Some(Value::Array(children)) = m.remove("items")
+            {
+                stack.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `kind: List`, or a typed list such as `PodList`, holding `items`.
+pub fn is_list(v: &Value) -> bool {
+    v.get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && v.get("items").is_some_and(Value::is_array)
+}
+
+/// An item that makes a List of the document holding it: an object with a kind.
+fn is_object_with_kind(v: &Value) -> bool {
+    v.get("kind").is_some_and(Value::is_string)
+}
+
+// ---------------------------------------------------------------- YAML
+
+/// Where a document is in its reading.
+enum Doc {
+    /// No `items:` yet: the document's text so far.
+    Header { text: String, start: usize },
+    /// Inside a block `items:`: the members before it (text, for when the
+    /// document turns out not to be a List), the item being read.
+    Items {
+        before_text: String,
+        start: usize,
+        /// The members before `items`, once the first item said it is a List.
+        streaming: bool,
+        indent: Option<usize>,
+        item: String,
+        item_line: usize,
+    },
+    /// After the items of a List: the members after it.
+    After { text: String, start: usize },
+    /// Not a List read item by item: the whole document's text.
+    Whole { text: String, start: usize },
+}
+
+impl Doc {
+    /// The line where the object being read starts.
+    fn object_start(&self, line_no: usize) -> usize {
+        match self {
+            Doc::Header { text, start } | Doc::Whole { text, start } => {
+                if text.is_empty() {
+                    line_no
+                } else {
+                    *start
+                }
+            }
+            Doc::Items {
+                item, item_line, ..
+            } if !item.is_empty() => *item_line,
+            Doc::Items { .. } => line_no,
+            Doc::After { start, .. } => *start,
+        }
+    }
+}
+
+fn read_yaml<R: BufRead>(
+    mut reader: R,
+    name: &str,
+    first_line: usize,
+    limits: Limits,
+    sink: &mut Sink<'_>,
+) -> Result<(), Exit> {
+    let mut emitter = Emitter {
+        sink,
+        name: name.to_string(),
+        failed: None,
+    };
+    let mut line_no = first_line; // the number of the line just read
+    let mut doc = Doc::Header {
+        text: String::new(),
+        start: first_line + 1,
+    };
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        let n = read_line(&mut reader, &mut raw, limits.max_object_bytes + 1)
+            .map_err(|e| Exit(format!("error: failed to read {name}: {e}"), USAGE))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if raw.len() > limits.max_object_bytes {
+            return Err(too_large(name, doc.object_start(line_no), limits));
+        }
+        let line = std::str::from_utf8(&raw).map_err(|_| {
+            Exit(
+                format!("error: {name}:{line_no}: the input is not UTF-8 text"),
+                USAGE,
+            )
+        })?;
+        let marker = |m: &str| {
+            line.strip_prefix(m)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+        };
+        if marker("---") || marker("...") {
+            finish_doc(doc, &mut emitter, name)?;
+            // `--- {a: 1}`: the marker line opens the next document.
+            let bare = line.trim_end() == "---" || !marker("---");
+            doc = Doc::Header {
+                text: if bare {
+                    String::new()
+                } else {
+                    line.to_string()
+                },
+                start: if bare { line_no + 1 } else { line_no },
+            };
+            continue;
+        }
+        doc = yaml_line(doc, line, line_no, &mut emitter, name, limits)?;
+    }
+    finish_doc(doc, &mut emitter, name)
+}
+
+/// Append `line` to `text`, within the limit of one object.
+fn push_limited(
+    text: &mut String,
+    line: &str,
+    start: usize,
+    name: &str,
+    limits: Limits,
+) -> Result<(), Exit> {
+    if text.len() + line.len() > limits.max_object_bytes {
+        return Err(too_large(name, start, limits));
+    }
+    text.push_str(line);
+    Ok(())
+}
+
+fn yaml_line(
+    doc: Doc,
+    line: &str,
+    line_no: usize,
+    emitter: &mut Emitter<'_, '_>,
+    name: &str,
+    limits: Limits,
+) -> Result<Doc, Exit> {
+    Ok(match doc {
+        Doc::Header { mut text, start } => {
+            let rest = line.strip_prefix("items:").map(str::trim);
+            if rest.is_some_and(|r| r.is_empty() || r.starts_with('#'))
+                && !declares_other_kind(&text)
+            {
+                Doc::Items {
+                    before_text: text,
+                    start,
+                    streaming: false,
+                    indent: None,
+                    item: String::new(),
+                    item_line: line_no,
+                }
+            } else {
+                push_limited(&mut text, line, start, name, limits)?;
+                Doc::Header { text, start }
+            }
+        }
+        Doc::Items {
+            mut before_text,
+            start,
+            mut streaming,
+            indent,
+            mut item,
+            mut item_line,
+        } => {
+            let body = line.trim_start_matches(' ');
+            let ind = line.len() - body.len();
+            let blank = body.trim().is_empty() || body.starts_with('#');
+            let dash = body.starts_with('-') && body[1..].starts_with([' ', '\t', '\r', '\n'])
+                || body.trim_end() == "-";
+            if blank {
+                if !item.is_empty() {
+                    push_limited(&mut item, line, item_line, name, limits)?;
+                }
+                return Ok(Doc::Items {
+                    before_text,
+                    start,
+                    streaming,
+                    indent,
+                    item,
+                    item_line,
+                });
+            }
+            match indent {
+                None if dash => {
+                    item_line = line_no;
+                    item.push_str(line);
+                    Doc::Items {
+                        before_text,
+                        start,
+                        streaming,
+                        indent: Some(ind),
+                        item,
+                        item_line,
+                    }
+                }
+                // `items:` followed by no block sequence: read it whole.
+                None => {
+                    before_text.push_str("items:\n");
+                    push_limited(&mut before_text, line, start, name, limits)?;
+                    Doc::Whole {
+                        text: before_text,
+                        start,
+                    }
+                }
+                Some(n) if ind == n && dash => {
+                    match flush_item(
+                        &mut before_text,
+                        start,
+                        &mut streaming,
+                        std::mem::take(&mut item),
+                        item_line,
+                        emitter,
+                        name,
+                        limits,
+                    )? {
+                        Some(whole) => {
+                            let mut text = whole;
+                            push_limited(&mut text, line, start, name, limits)?;
+                            return Ok(Doc::Whole { text, start });
+                        }
+                        None => {
+                            item.push_str(line);
+                            item_line = line_no;
+                        }
+                    }
+                    Doc::Items {
+                        before_text,
+                        start,
+                        streaming,
+                        indent,
+                        item,
+                        item_line,
+                    }
+                }
+                Some(n) if ind > n => {
+                    push_limited(&mut item, line, item_line, name, limits)?;
+                    Doc::Items {
+                        before_text,
+                        start,
+                        streaming,
+                        indent,
+                        item,
+                        item_line,
+                    }
+                }
+                Some(_) => {
+                    // The items end; the line is the next member.
+                    match flush_item(
+                        &mut before_text,
+                        start,
+                        &mut streaming,
+                        item,
+                        item_line,
+                        emitter,
+                        name,
+                        limits,
+                    )? {
+                        Some(mut text) => {
+                            push_limited(&mut text, line, start, name, limits)?;
+                            Doc::Whole { text, start }
+                        }
+                        None => Doc::After {
+                            text: line.to_string(),
+                            start: line_no,
+                        },
+                    }
+                }
+            }
+        }
+        Doc::After { mut text, start } => {
+            push_limited(&mut text, line, start, name, limits)?;
+            Doc::After { text, start }
+        }
+        Doc::Whole { mut text, start } => {
+            push_limited(&mut text, line, start, name, limits)?;
+            Doc::Whole { text, start }
+        }
+    })
+}
+
+/// The members before `items` name a kind that is not a List.
+fn declares_other_kind(text: &str) -> bool {
+    text.lines().any(|l| {
+        l.strip_prefix("kind:").is_some_and(|k| {
+            let k = k.split('#').next().unwrap_or("").trim();
+            let k = k.trim_matches(|c| c == '"' || c == '\'');
+            !k.ends_with("List")
+        })
+    })
+}
+
+/// Read one item of a block `items:`. The first item decides: an object
+/// with a kind makes the document a List read item by item (the members
+/// before `items` are handed over first); anything else, and the document
+/// is read whole: its text so far is returned.
+#[allow(clippy::too_many_arguments)]
+fn flush_item(
+    before_text: &mut String,
+    start: usize,
+    streaming: &mut bool,
+    item: String,
+    item_line: usize,
+    emitter: &mut Emitter<'_, '_>,
+    name: &str,
+    limits: Limits,
+) -> Result<Option<String>, Exit> {
+    if item.is_empty() {
+        return Ok(None);
+    }
+    let value = parse_item(&item, item_line, name)?;
+    if !*streaming {
+        let before = parse_members(before_text, start, name)?;
+        let is_list_kind = before
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"));
+        if !(is_list_kind || is_object_with_kind(&value)) {
+            let mut text = std::mem::take(before_text);
+            text.push_str("items:\n");
+            push_limited(&mut text, &item, start, name, limits)?;
+            return Ok(Some(text));
+        }
+        *streaming = true;
+        before_text.clear();
+        emitter.emit(Event::ListBegin(before))?;
+    }
+    emitter.item(value)?;
+    Ok(None)
+}
+
+fn finish_doc(doc: Doc, emitter: &mut Emitter<'_, '_>, name: &str) -> Result<(), Exit> {
+    match doc {
+        Doc::Header { text, start } | Doc::Whole { text, start } => {
+            for v in parse_documents(&text, start, name)? {
+                emitter.value(v)?;
+            }
+            Ok(())
+        }
+        Doc::Items {
+            mut before_text,
+            start,
+            mut streaming,
+            item,
+            item_line,
+            ..
+        } => {
+            let limits = Limits {
+                max_object_bytes: usize::MAX,
+            };
+            if let Some(text) = flush_item(
+                &mut before_text,
+                start,
+                &mut streaming,
+                item,
+                item_line,
+                emitter,
+                name,
+                limits,
+            )? {
+                for v in parse_documents(&text, start, name)? {
+                    emitter.value(v)?;
+                }
+                return Ok(());
+            }
+            if streaming {
+                emitter.emit(Event::ListEnd(Map::new()))
+            } else {
+                // `items:` and nothing after it.
+                before_text.push_str("items:\n");
+                for v in parse_documents(&before_text, start, name)? {
+                    emitter.value(v)?;
+                }
+                Ok(())
+            }
+        }
+        Doc::After { text, start } => {
+            let after = parse_members(&text, start, name)?;
+            emitter.emit(Event::ListEnd(after))
+        }
+    }
+}
+
+/// The documents of `text`, which starts at line `start` of the input.
+fn parse_documents(text: &str, start: usize, name: &str) -> Result<Vec<Value>, Exit> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let nodes =
+        katalog_lang::yaml::read_documents(text).map_err(|e| yaml_error(&e, start, name))?;
+    Ok(nodes.iter().map(|n| n.to_value()).collect())
+}
+
+/// A List's members around `items`, as a map.
+fn parse_members(text: &str, start: usize, name: &str) -> Result<Map<String, Value>, Exit> {
+    let mut map = Map::new();
+    for v in parse_documents(text, start, name)? {
+        match v {
+            Value::Object(m) => map.extend(m),
+            Value::Null => {}
+            _ => {
+                return Err(Exit(
+                    format!("error: {name}:{start}: a document with `items` must be a map"),
+                    USAGE,
+                ));
+            }
+        }
+    }
+    Ok(map)
+}
+
+/// One item (`- ...`, at any indentation) as a value.
+fn parse_item(text: &str, start: usize, name: &str) -> Result<Value, Exit> {
+    let mut docs = parse_documents(text, start, name)?;
+    match (docs.pop(), docs.is_empty()) {
+        (Some(Value::Array(mut items)), true) if items.len() == 1 => Ok(items.remove(0)),
+        _ => Err(Exit(
+            format!("error: {name}:{start}: cannot read this item of `items` on its own"),
+            USAGE,
+        )),
+    }
+}
+
+fn yaml_error(e: &katalog_lang::yaml::Error, start: usize, name: &str) -> Exit {
+    let mut message = e.message();
+    if message.contains("budget breached") {
+        // The YAML reader's limits for one file, met by one object.
+        message.push_str(
+            " (the YAML reader's limit for one object, as for a Katalog file; split the object or give it as JSON)",
+        );
+    }
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    match e.position() {
+        Some((line, column)) => Exit(
+            format!(
+                "error: failed to parse {name}:{}:{column}: {message}",
+                line + start - 1
+            ),
+            USAGE,
+        ),
+        None => Exit(
+            format!("error: failed to parse {name} (the document at line {start}): {message}"),
+            USAGE,
+        ),
+    }
+}
+
+/// One line (with its `\n`), at most `max` bytes of it kept: a longer line
+/// is cut there and the rest of it skipped, which the caller sees as a line
+/// over the limit.
+fn read_line<R: BufRead>(r: &mut R, out: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let n = chunk.len();
+        total += n;
+        r.consume(n);
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- JSON
+
+enum JsonFailed {
+    /// The input's first value failed before any object was read: maybe YAML.
+    NotJson(serde_json::Error),
+    Json(serde_json::Error),
+    Sink(Exit),
+}
+
+/// Counts the bytes read, fails a read past the limit of one object, and
+/// keeps what was read until the first object is handed over (so that an
+/// input that turns out to be YAML can be read again).
+struct Counting<R> {
+    inner: R,
+    pos: Rc<Cell<usize>>,
+    mark: Rc<Cell<usize>>,
+    max: usize,
+    tripped: Rc<Cell<bool>>,
+    recorded: Rc<RefCell<Option<Vec<u8>>>>,
+}
+
+impl<R> Counting<R> {
+    fn new(inner: R, max: usize) -> Self {
+        Counting {
+            inner,
+            pos: Rc::new(Cell::new(0)),
+            mark: Rc::new(Cell::new(0)),
+            max,
+            tripped: Rc::new(Cell::new(false)),
+            recorded: Rc::new(RefCell::new(Some(Vec::new()))),
+        }
+    }
+
+    fn replayable(&self) -> bool {
+        self.recorded.borrow().is_some()
+    }
+
+    fn into_replay(self) -> (Vec<u8>, R) {
+        let recorded = self.recorded.borrow_mut().take().unwrap_or_default();
+        (recorded, self.inner)
+    }
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let pos = self.pos.get() + n;
+        self.pos.set(pos);
+        if let Some(rec) = self.recorded.borrow_mut().as_mut() {
+            rec.extend_from_slice(&buf[..n]);
+        }
+        if pos - self.mark.get() > self.max {
+            self.tripped.set(true);
+            return Err(std::io::Error::other("object over --max-object-bytes"));
+        }
+        Ok(n)
+    }
+}
+
+/// What the JSON reader shares with its visitors.
+struct JsonState<'s, 'a> {
+    emitter: Emitter<'s, 'a>,
+    pos: Rc<Cell<usize>>,
+    mark: Rc<Cell<usize>>,
+    recorded: Rc<RefCell<Option<Vec<u8>>>>,
+}
+
+impl JsonState<'_, '_> {
+    /// The next object's bytes are counted from here.
+    fn mark(&self) {
+        self.mark.set(self.pos.get());
+    }
+
+    fn emit<E: de::Error>(&mut self, e: Event) -> Result<(), E> {
+        // An object was read: the input is JSON, no need to replay it.
+        self.recorded.borrow_mut().take();
+        self.emitter.emit(e).map_err(|x| self.failed(x))
+    }
+
+    fn item<E: de::Error>(&mut self, v: Value) -> Result<(), E> {
+        self.recorded.borrow_mut().take();
+        self.emitter.item(v).map_err(|x| self.failed(x))
+    }
+
+    fn value<E: de::Error>(&mut self, v: Value) -> Result<(), E> {
+        self.recorded.borrow_mut().take();
+        self.emitter.value(v).map_err(|x| self.failed(x))
+    }
+
+    fn failed<E: de::Error>(&mut self, x: Exit) -> E {
+        self.emitter.failed = Some(x);
+        E::custom("stopped")
+    }
+}
+
+fn read_json<R: Read>(
+    counting: &mut Counting<R>,
+    name: &str,
+    _skipped_lines: usize,
+    sink: &mut Sink<'_>,
+) -> Result<(), JsonFailed> {
+    let mut state = JsonState {
+        emitter: Emitter {
+            sink,
+            name: name.to_string(),
+            failed: None,
+        },
+        pos: counting.pos.clone(),
+        mark: counting.mark.clone(),
+        recorded: counting.recorded.clone(),
+    };
+    let recorded = counting.recorded.clone();
+    let mut de = serde_json::Deserializer::from_reader(counting);
+    loop {
+        if de.end().is_ok() {
+            return Ok(());
+        }
+        state.mark();
+        let result = Top(&mut state).deserialize(&mut de);
+        if let Err(e) = result {
+            if let Some(x) = state.emitter.failed.take() {
+                return Err(JsonFailed::Sink(x));
+            }
+            return Err(if recorded.borrow().is_some() {
+                JsonFailed::NotJson(e)
+            } else {
+                JsonFailed::Json(e)
+            });
+        }
+    }
+}
+
+/// One top-level JSON value: an array's elements and a List's items are
+/// handed over one by one.
+struct Top<'r, 's, 'a>(&'r mut JsonState<'s, 'a>);
+
+impl<'de> DeserializeSeed<'de> for Top<'_, '_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+macro_rules! scalar_visits {
+    () => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+            self.0.value(Value::Bool(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+            self.0.value(Value::from(v))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+            self.0.value(Value::from(v))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+            self.0.value(Value::from(v))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+            self.0.value(Value::from(v))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+    };
+}
+
+impl<'de> Visitor<'de> for Top<'_, '_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object, an array of objects or a List")
+    }
+
+    scalar_visits!();
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        loop {
+            self.0.mark();
+            match seq.next_element_seed(ValueSeed)? {
+                Some(v) => self.0.value(v)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut before = Map::new();
+        let mut after = Map::new();
+        let mut streamed = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" && !streamed && !before.contains_key("items") {
+                let kind_says_list = before
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .map(|k| k.ends_with("List"));
+                if kind_says_list == Some(false) {
+                    let v = map.next_value_seed(ValueSeed)?;
+                    before.insert(key, v);
+                    continue;
+                }
+                match map.next_value_seed(Items {
+                    state: self.0,
+                    before: &before,
+                    list_kind: kind_says_list == Some(true),
+                })? {
+                    ItemsRead::Streamed => streamed = true,
+                    ItemsRead::Value(v) => {
+                        before.insert(key, v);
+                    }
+                }
+            } else {
+                let v = map.next_value_seed(ValueSeed)?;
+                if streamed {
+                    after.insert(key, v);
+                } else {
+                    before.insert(key, v);
+                }
+            }
+        }
+        if streamed {
+            self.0.emit(Event::ListEnd(after))
+        } else {
+            self.0.value(Value::Object(before))
+        }
+    }
+}
+
+enum ItemsRead {
+    /// Handed over one by one, after a `ListBegin`.
+    Streamed,
+    /// Not a list of objects: kept, for the document to be read whole.
+    Value(Value),
+}
+
+struct Items<'r, 's, 'a, 'b> {
+    state: &'r mut JsonState<'s, 'a>,
+    before: &'b Map<String, Value>,
+    list_kind: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_, '_, '_, '_> {
+    type Value = ItemsRead;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ItemsRead, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+macro_rules! delegate {
+    ($($f:ident($t:ty)),*) => {$(
+        fn $f<E: de::Error>(self, v: $t) -> Result<ItemsRead, E> {
+            ValueSeed.$f(v).map(ItemsRead::Value)
+        }
+    )*};
+}
+
+impl<'de> Visitor<'de> for Items<'_, '_, '_, '_> {
+    type Value = ItemsRead;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    delegate!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_f64(f64),
+        visit_str(&str),
+        visit_string(String)
+    );
+
+    fn visit_unit<E: de::Error>(self) -> Result<ItemsRead, E> {
+        Ok(ItemsRead::Value(Value::Null))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ItemsRead, A::Error> {
+        ValueSeed.visit_map(map).map(ItemsRead::Value)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ItemsRead, A::Error> {
+        self.state.mark();
+        let Some(first) = seq.next_element_seed(ValueSeed)? else {
+            if self.list_kind {
+                self.state.emit(Event::ListBegin(self.before.clone()))?;
+                return Ok(ItemsRead::Streamed);
+            }
+            return Ok(ItemsRead::Value(Value::Array(Vec::new())));
+        };
+        if !(self.list_kind || is_object_with_kind(&first)) {
+            let mut all = vec![first];
+            while let Some(v) = seq.next_element_seed(ValueSeed)? {
+                all.push(v);
+            }
+            return Ok(ItemsRead::Value(Value::Array(all)));
+        }
+        self.state.emit(Event::ListBegin(self.before.clone()))?;
+        self.state.item(first)?;
+        loop {
+            self.state.mark();
+            match seq.next_element_seed(ValueSeed)? {
+                Some(v) => self.state.item(v)?,
+                None => return Ok(ItemsRead::Streamed),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn events(text: &str) -> Result<Vec<Event>, String> {
+        events_with(text, Limits::default())
+    }
+
+    fn events_with(text: &str, limits: Limits) -> Result<Vec<Event>, String> {
+        let mut out = Vec::new();
+        read_from(text.as_bytes(), "in.yaml", limits, &mut |e| {
+            out.push(e);
+            Ok(())
+        })
+        .map_err(|e| e.0)?;
+        Ok(out)
+    }
+
+    fn names(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::ListBegin(m) => format!("begin{:?}", m.keys().collect::<Vec<_>>()),
+                Event::ListEnd(m) => format!("end{:?}", m.keys().collect::<Vec<_>>()),
+                Event::Object(v) => v
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+            })
+            .collect()
+    }
+
+    const KUBECTL_LIST: &str = "apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: a
+  spec:
+    script: |
+      echo one
+      - not an item
+
+      echo two
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: b}
+kind: List
+metadata:
+  resourceVersion: \"\"
+";
+
+    use proptest::prelude::*;
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i32>().prop_map(Value::from),
+            any::<bool>().prop_map(Value::Bool),
+            "[a-z -]{0,8}".prop_map(Value::from),
+            prop::sample::select(vec!["a\nb\n", "- x", "---", "#", "k: v"]).prop_map(Value::from),
+        ]
+    }
+
+    fn object() -> impl Strategy<Value = Value> {
+        let inner = leaf().prop_recursive(2, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (
+            prop::collection::btree_map("[a-z]{1,4}", inner, 0..3),
+            "[a-z]{1,5}",
+        )
+            .prop_map(|(m, n)| {
+                let mut o = Map::new();
+                o.insert("apiVersion".into(), json!("v1"));
+                o.insert("kind".into(), json!("Pod"));
+                o.insert("metadata".into(), json!({"name": n}));
+                o.extend(m);
+                Value::Object(o)
+            })
+    }
+
+    proptest! {
+        /// Law: a List read item by item is the List the YAML reader reads
+        /// whole, at any indentation of its items, with comments and blank
+        /// lines between them and members on either side of `items`.
+        #[test]
+        fn item_by_item_is_the_whole_list(
+            objects in prop::collection::vec(object(), 1..5),
+            indent in prop::sample::select(vec![0usize, 2, 4]),
+            comments: bool,
+            kind_first: bool,
+        ) {
+            let pad = " ".repeat(indent);
+            let mut text = String::new();
+            if kind_first {
+                text.push_str("kind: List\n");
+            }
+            text.push_str("apiVersion: v1\nitems:\n");
+            for o in &objects {
+                if comments {
+                    text.push_str("# a comment\n\n");
+                }
+                for (i, line) in serde_saphyr::to_string(o).unwrap_or_default().lines().enumerate() {
+                    text.push_str(&pad);
+                    text.push_str(if i == 0 { "- " } else { "  " });
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+            if !kind_first {
+                text.push_str("kind: List\n");
+            }
+            text.push_str("metadata: {resourceVersion: \"1\"}\n");
+            let whole = katalog_lang::yaml::read_documents(&text).unwrap()[0].to_value();
+            let streamed: Vec<Value> = events(&text)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Object(v) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            prop_assert_eq!(Some(&Value::Array(streamed)), whole.get("items"), "{}", text);
+        }
+    }
+
+    #[test]
+    fn a_kubectl_list_is_read_item_by_item() {
+        let e = events(KUBECTL_LIST).unwrap();
+        assert_eq!(
+            names(&e),
+            [
+                "begin[\"apiVersion\"]",
+                "a",
+                "b",
+                "end[\"kind\", \"metadata\"]"
+            ]
+        );
+        assert_eq!(
+            e[1],
+            Event::Object(
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"},
+                "spec": {"script": "echo one\n- not an item\n\necho two\n"}})
+            )
+        );
+    }
+
+    #[test]
+    fn indented_items_and_documents_and_nested_lists() {
+        let text = "kind: PodList\napiVersion: v1\nitems:\n  # first\n  - {kind: Pod, metadata: {name: a}}\n  - kind: List\n    items: [{kind: Pod, metadata: {name: b}}, {kind: Pod, metadata: {name: c}}]\n---\nkind: Pod\nmetadata: {name: d}\n--- {kind: Pod, metadata: {name: e}}\n...\n";
+        assert_eq!(
+            names(&events(text).unwrap()),
+            [
+                "begin[\"kind\", \"apiVersion\"]",
+                "a",
+                "b",
+                "c",
+                "end[]",
+                "d",
+                "e"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_document_whose_items_are_not_objects_is_one_object() {
+        let text = "apiVersion: x/v1\nkind: Thing\nmetadata: {name: t}\nitems:\n- 1\n- 2\n";
+        let e = events(text).unwrap();
+        assert_eq!(names(&e), ["t"]);
+        let text = "apiVersion: x/v1\nitems:\n- 1\n- 2\nmetadata: {name: t}\n";
+        let e = events(text).unwrap();
+        assert_eq!(names(&e), ["t"]);
+        assert_eq!(
+            e[0],
+            Event::Object(
+                json!({"apiVersion": "x/v1", "items": [1, 2], "metadata": {"name": "t"}})
+            )
+        );
+    }
+
+    #[test]
+    fn json_values_arrays_lists_and_lines() {
+        let text = "{\"kind\": \"List\", \"items\": [{\"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}}], \"metadata\": {}}\n{\"kind\": \"Pod\", \"metadata\": {\"name\": \"b\"}}\n[{\"kind\": \"Pod\", \"metadata\": {\"name\": \"c\"}}]\n";
+        assert_eq!(
+            names(&events(text).unwrap()),
+            ["begin[\"kind\"]", "a", "end[\"metadata\"]", "b", "c"]
+        );
+        // Flow-style YAML is read again as YAML.
+        assert_eq!(
+            names(&events("{kind: Pod, metadata: {name: flow}}\n").unwrap()),
+            ["flow"]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_line_and_column() {
+        let text = "kind: List\nitems:\n- kind: Pod\n  metadata: {name: a}\n- kind: Pod\n  metadata: {name: [b}\n";
+        let err = events(text).unwrap_err();
+        assert!(
+            err.starts_with("error: failed to parse in.yaml:6:"),
+            "{err}"
+        );
+        let err = events("[{\"kind\": \"Pod\"},\n {\"a\": tru}]").unwrap_err();
+        assert!(
+            err.starts_with("error: failed to parse in.yaml:2:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn one_object_over_the_limit_is_refused_with_the_flag_named() {
+        let limits = Limits {
+            max_object_bytes: 100,
+        };
+        let big = format!("kind: Pod\nmetadata: {{name: {}}}\n", "x".repeat(200));
+        let err = events_with(&format!("kind: Pod\n---\n{big}"), limits).unwrap_err();
+        assert!(
+            err.contains("in.yaml:3: an object is larger than 100 bytes (--max-object-bytes)"),
+            "{err}"
+        );
+        let json = format!(
+            "[{{\"kind\": \"Pod\"}}, {{\"kind\": \"{}\"}}]",
+            "x".repeat(200)
+        );
+        let err = events_with(&json, limits).unwrap_err();
+        assert!(err.contains("an object is larger than 100 bytes"), "{err}");
+        // Many small objects are not.
+        let many = "kind: Pod\n---\n".repeat(1000);
+        assert_eq!(events_with(&many, limits).unwrap().len(), 1000);
+    }
+}
