@@ -279,6 +279,8 @@ struct Compiled {
     calls: Vec<native::Func>,
     /// [`estimate`] as a [`cost_polynomial`].
     cost: Vec<u64>,
+    /// What its comprehensions iterate: `n` of [`eval_cost`] at run time.
+    items: Vec<Items>,
     /// Whether it reads nothing but [`REQUEST`] (asked for every
     /// evaluation of an admission rule).
     request_only: bool,
@@ -289,7 +291,7 @@ struct Compiled {
 pub const REQUEST: [&str; 4] = ["object", "oldObject", "request", "namespaceObject"];
 
 /// The estimated cost of evaluating `expr` once when the largest list or
-/// map it is given has `n` items: one unit per node, and the nodes of a
+/// map it iterates has `n` items ([`Items`]): one unit per node, and the nodes of a
 /// comprehension's body (`all`, `exists`, `map`, `filter`, ...) once per
 /// item — per element of a literal list, else `n`. A function call is one
 /// unit whatever it does (the costly ones, `matches` and the string and
@@ -392,6 +394,172 @@ fn largest_collection(value: &Json) -> u64 {
     shape(value).0
 }
 
+/// Where the items of a comprehension over a non-literal list or map come
+/// from, for the run-time cost estimate: `n` is the largest of these, not
+/// the largest list anywhere in the input (a quadratic rule over
+/// `spec.items` is not held to the size of `metadata.labels`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Items {
+    /// The list or map at a path below a bound identifier (a `[*]` segment:
+    /// every element of a list, every value of a map).
+    At(String, Vec<crate::path::Segment>),
+    /// The largest list or map anywhere in a bound identifier's value.
+    Within(String),
+    /// The largest list or map anywhere in the bound values.
+    Anywhere,
+    /// A literal of this many items (an `orValue([...])` default).
+    Count(u64),
+}
+
+/// The [`Items`] every comprehension of `expr` iterates, each once.
+fn iteration_items(expr: &IdedExpr) -> Vec<Items> {
+    let mut walk = ItemsWalk {
+        bound: Vec::new(),
+        out: Vec::new(),
+    };
+    walk.walk(expr);
+    walk.out
+}
+
+/// An identifier and a path below it.
+type RootPath = (String, Vec<crate::path::Segment>);
+
+/// What [`iteration_items`] walks with: the comprehension variables in
+/// scope (innermost last) with the path of what they stand for, when known
+/// (`None`: an accumulator, an index, a mapped value).
+struct ItemsWalk {
+    bound: Vec<(String, Option<RootPath>)>,
+    out: Vec<Items>,
+}
+
+impl ItemsWalk {
+    /// The root identifier and path `expr` selects, if it is a chain of
+    /// selections and indexes on a bound identifier or on a comprehension
+    /// variable that stands for one.
+    fn path(&self, expr: &IdedExpr) -> Option<RootPath> {
+        use crate::path::Segment;
+        match &expr.expr {
+            Expr::Ident(name) => match self.bound.iter().rev().find(|(n, _)| n == name) {
+                Some((_, path)) => path.clone(),
+                None => Some((name.clone(), Vec::new())),
+            },
+            Expr::Select(select) if !select.test => {
+                let (root, mut path) = self.path(&select.operand)?;
+                path.push(Segment::Key(select.field.clone()));
+                Some((root, path))
+            }
+            Expr::Call(call) if is_index(call) => {
+                let (root, mut path) = self.path(&call.args[0])?;
+                path.push(match &call.args[1].expr {
+                    Expr::Literal(LiteralValue::String(key)) => {
+                        Segment::Key(key.inner().to_string())
+                    }
+                    Expr::Literal(LiteralValue::Int(i)) => {
+                        usize::try_from(*i.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    Expr::Literal(LiteralValue::UInt(u)) => {
+                        usize::try_from(*u.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    _ => Segment::Wildcard,
+                });
+                Some((root, path))
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the items of `range` come from.
+    fn sources(&self, range: &IdedExpr, out: &mut Vec<Items>) {
+        let count = |n: usize| Items::Count(u64::try_from(n).unwrap_or(u64::MAX));
+        match &range.expr {
+            Expr::List(list) => return out.push(count(list.elements.len())),
+            Expr::Map(map) => return out.push(count(map.entries.len())),
+            // `map` and `filter` give at most as many items as they read.
+            Expr::Comprehension(c) => return self.sources(&c.iter_range, out),
+            Expr::Call(call) => match (call.func_name.as_str(), &call.target, &call.args[..]) {
+                ("orValue", Some(target), [default]) => {
+                    self.sources(target, out);
+                    return self.sources(default, out);
+                }
+                ("value", Some(target), []) => return self.sources(target, out),
+                (operators::CONDITIONAL, None, [_, a, b]) => {
+                    self.sources(a, out);
+                    return self.sources(b, out);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        if let Some((root, path)) = self.path(range) {
+            return out.push(Items::At(root, path));
+        }
+        // Anything else (a function's result, a computed list): the
+        // largest list or map in what it reads.
+        let mut scope = Vec::new();
+        let mut reads = Vec::new();
+        walk_identifiers(range, &mut scope, &mut reads);
+        if reads.is_empty() || reads.iter().any(|r| self.bound.iter().any(|(n, _)| n == r)) {
+            return out.push(Items::Anywhere);
+        }
+        out.extend(reads.into_iter().map(Items::Within));
+    }
+
+    fn walk(&mut self, expr: &IdedExpr) {
+        match &expr.expr {
+            Expr::Select(select) => self.walk(&select.operand),
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target);
+                }
+                for arg in &call.args {
+                    self.walk(arg);
+                }
+            }
+            Expr::List(list) => list.elements.iter().for_each(|e| self.walk(e)),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(e) = &entry.expr {
+                        self.walk(&e.key);
+                        self.walk(&e.value);
+                    }
+                }
+            }
+            Expr::Comprehension(c) => {
+                self.walk(&c.iter_range);
+                self.walk(&c.accu_init);
+                // A literal list's length is a constant of the estimate.
+                if !matches!(c.iter_range.expr, Expr::List(_)) {
+                    let mut found = Vec::new();
+                    self.sources(&c.iter_range, &mut found);
+                    for items in found {
+                        if !self.out.contains(&items) {
+                            self.out.push(items);
+                        }
+                    }
+                }
+                let elements = self.path(&c.iter_range).map(|(root, mut path)| {
+                    path.push(crate::path::Segment::Wildcard);
+                    (root, path)
+                });
+                let before = self.bound.len();
+                match &c.iter_var2 {
+                    Some(value) => {
+                        self.bound.push((c.iter_var.clone(), None));
+                        self.bound.push((value.clone(), elements));
+                    }
+                    None => self.bound.push((c.iter_var.clone(), elements)),
+                }
+                self.bound.push((c.accu_var.clone(), None));
+                for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                    self.walk(e);
+                }
+                self.bound.truncate(before);
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+        }
+    }
+}
+
 impl fmt::Debug for CelProgram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("CelProgram")
@@ -445,6 +613,7 @@ impl CelProgram {
         walk_field_uses(&ast, &mut field_uses);
         let calls = native::compile(&ast);
         let native = calls.is_some();
+        let items = iteration_items(&ast);
         let request_only = reads.iter().all(|r| REQUEST.contains(&r.as_str()));
         Ok(CelProgram {
             inner: Arc::new(Compiled {
@@ -456,6 +625,7 @@ impl CelProgram {
                 native,
                 calls: calls.unwrap_or_default(),
                 cost: polynomial,
+                items,
                 request_only,
             }),
         })
@@ -721,12 +891,48 @@ impl CelProgram {
 
     /// The checks before any evaluation: the deadline and the cost budget.
     fn precheck(&self, vars: &[(&str, &Json)]) -> Result<(), CelError> {
+        let find = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v);
         self.check_budget(|| {
-            vars.iter()
-                .map(|(_, v)| largest_collection(v))
-                .max()
-                .unwrap_or(0)
+            self.iterated_items(
+                |name| find(name).map(bindable),
+                |name| find(name).map_or(0, largest_collection),
+                || {
+                    vars.iter()
+                        .map(|(_, v)| largest_collection(v))
+                        .max()
+                        .unwrap_or(0)
+                },
+            )
         })
+    }
+
+    /// `n` of the cost estimate: the largest of the lists and maps the
+    /// expression's comprehensions iterate ([`Items`]), measured in the
+    /// bound values. `value` gives a bound name's value (`Some(None)`: one
+    /// that cannot be read in place, measured whole), `largest` the largest
+    /// list or map in it, `anywhere` the largest in every bound value.
+    fn iterated_items<'v>(
+        &self,
+        value: impl Fn(&str) -> Option<Option<native::V<'v>>>,
+        largest: impl Fn(&str) -> u64,
+        anywhere: impl FnOnce() -> u64,
+    ) -> u64 {
+        let mut anywhere = Some(anywhere);
+        let mut n = 0;
+        for items in &self.inner.items {
+            let k = match items {
+                Items::Count(k) => *k,
+                Items::Anywhere => anywhere.take().map_or(0, |f| f()),
+                Items::Within(name) => largest(name),
+                Items::At(name, path) => match value(name) {
+                    Some(Some(v)) => native::items_at(&v, path),
+                    Some(None) => largest(name),
+                    None => 0,
+                },
+            };
+            n = n.max(k);
+        }
+        n
     }
 
     /// [`precheck`](Self::precheck) with shared bindings, and a shared
@@ -736,14 +942,41 @@ impl CelProgram {
         shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_, '_>)],
     ) -> Result<(), CelError> {
+        let arg = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, a)| *a);
+        let bound = |name: &str| {
+            shared
+                .vars
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, b)| *b)
+        };
         self.check_budget(|| {
-            vars.iter()
-                .filter_map(|(name, arg)| match arg {
-                    CelArg::Value(v) => Some(v.largest()),
-                    CelArg::Part(bound) => self.reads(name).then(|| bound.shape().0),
-                    CelArg::Copied(json) => self.reads(name).then(|| largest_collection(json)),
-                })
-                .fold(shared.largest, u64::max)
+            self.iterated_items(
+                |name| match arg(name) {
+                    Some(CelArg::Value(v)) => Some(v.native()),
+                    Some(CelArg::Part(b)) => Some(Some(b.native())),
+                    Some(CelArg::Copied(json)) => Some(Some(native::V::from_json(json))),
+                    None => bound(name).map(|b| Some(b.native())),
+                },
+                |name| match arg(name) {
+                    Some(CelArg::Value(v)) => v.largest(),
+                    Some(CelArg::Part(b)) => b.shape().0,
+                    Some(CelArg::Copied(json)) => largest_collection(json),
+                    None => bound(name).map_or(0, |b| b.shape().0),
+                },
+                || {
+                    vars.iter()
+                        .filter_map(|(name, arg)| match arg {
+                            CelArg::Value(v) => Some(v.largest()),
+                            CelArg::Part(bound) => self.reads(name).then(|| bound.shape().0),
+                            CelArg::Copied(json) => {
+                                self.reads(name).then(|| largest_collection(json))
+                            }
+                        })
+                        .fold(shared.largest, u64::max)
+                },
+            )
         })?;
         if let Some((name, reason)) = &shared.failed {
             return Err(self.eval_error(EvalFailure::Variable {
@@ -2713,6 +2946,115 @@ mod tests {
         assert_eq!(quadratic.cost(277), 1_000_253);
         assert_eq!(quadratic.cost(5_000), 325_050_006);
         assert_eq!(quadratic.cost(u64::MAX), u64::MAX);
+    }
+
+    /// Issue 29: the estimate's `n` is the size of the lists the
+    /// expression iterates, not of the largest list anywhere in the input.
+    #[test]
+    fn the_runtime_estimate_follows_the_lists_the_expression_iterates() {
+        let p = CelProgram::compile(
+            "object.spec.items.all(a, object.spec.items.all(b, a.name != b.name || a == b))",
+        )
+        .unwrap();
+        let budget = crate::budget::Budget {
+            deadline: None,
+            cel_cost_limit: crate::budget::DEFAULT_CEL_COST_LIMIT,
+        };
+        let tags: Vec<Json> = (0..1_000).map(|i| json!(format!("t{i}"))).collect();
+        let items = |n: usize| -> Vec<Json> { (0..n).map(|i| json!({"name": i})).collect() };
+        let run =
+            |object: &Json| crate::budget::scoped(budget, || p.eval_bool(&[("object", object)]));
+        let shared = |object: &Json| {
+            let bindings = CelBindings::new(&[("object", object)]);
+            crate::budget::scoped(budget, || p.eval_shared(&bindings, &[]))
+        };
+        // No items, 1,000 unrelated tags: nothing to iterate.
+        let unrelated = json!({"metadata": {"tags": tags}, "spec": {"items": []}});
+        assert_eq!(run(&unrelated), Ok(true));
+        assert_eq!(shared(&unrelated), Ok(json!(true)));
+        // 100 items beside the tags: the estimate is for 100.
+        let some = json!({"metadata": {"tags": tags}, "spec": {"items": items(100)}});
+        assert_eq!(run(&some), Ok(true));
+        assert_eq!(shared(&some), Ok(json!(true)));
+        // 1,000 items: over the budget, as before.
+        let many = json!({"spec": {"items": items(1_000)}});
+        for err in [run(&many).unwrap_err(), shared(&many).unwrap_err()] {
+            assert!(
+                matches!(
+                    err,
+                    CelError::Eval {
+                        reason: EvalFailure::OverBudget { largest: 1_000, .. },
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_comprehension_iterates_is_found_through_variables_and_chains() {
+        use crate::path::Segment::{Key, Wildcard};
+        let items = |expr: &str| CelProgram::compile(expr).unwrap().inner.items.clone();
+        let at = |root: &str, path: &[crate::path::Segment]| Items::At(root.into(), path.to_vec());
+        let k = |s: &str| Key(s.into());
+        assert_eq!(
+            items("object.spec.containers.all(c, c.ports.all(p, p.containerPort > 0))"),
+            vec![
+                at("object", &[k("spec"), k("containers")]),
+                at(
+                    "object",
+                    &[k("spec"), k("containers"), Wildcard, k("ports")]
+                ),
+            ]
+        );
+        assert_eq!(
+            items("object.spec.?items.orValue([1, 2]).all(i, i > 0)"),
+            vec![at("object", &[k("spec"), k("items")]), Items::Count(2)]
+        );
+        assert_eq!(
+            items("object.spec.items.map(i, i.name).all(n, n != '')"),
+            vec![at("object", &[k("spec"), k("items")])]
+        );
+        // A function's result: the largest list in what it reads.
+        assert_eq!(
+            items("object.spec.name.split(',').all(n, n != '')"),
+            vec![Items::Within("object".into())]
+        );
+        // A mapped value iterated: anything.
+        assert_eq!(
+            items("object.spec.items.map(i, i.tags).all(t, t.all(x, x != ''))"),
+            vec![at("object", &[k("spec"), k("items")]), Items::Anywhere]
+        );
+        assert_eq!(items("[1, 2].all(x, x > 0)"), vec![]);
+    }
+
+    #[test]
+    fn items_at_a_path_are_measured_in_json_nodes_and_variables() {
+        use crate::path::Segment::{Key, Wildcard};
+        let object = json!({"spec": {"containers": [
+            {"ports": [1, 2, 3]}, {"ports": [1]}, {"name": "no ports"}
+        ], "labels": {"a": [1, 2, 3, 4], "b": []}}});
+        let path = [
+            Key("spec".into()),
+            Key("containers".into()),
+            Wildcard,
+            Key("ports".into()),
+        ];
+        let labels = [Key("spec".into()), Key("labels".into()), Wildcard];
+        let v = native::V::from_json(&object);
+        assert_eq!(native::items_at(&v, &path), 3);
+        assert_eq!(native::items_at(&v, &labels), 4);
+        assert_eq!(
+            native::items_at(&v, &[Key("spec".into()), Key("missing".into())]),
+            0
+        );
+        let node = Node::from(&object);
+        let n = native::V::from_node(&node);
+        assert_eq!(native::items_at(&n, &path), 3);
+        let vars = CelValue::empty_map().with_field("spec", &CelValue::from_json(&object["spec"]));
+        let f = vars.native().unwrap();
+        assert_eq!(native::items_at(&f, &path), 3);
     }
 
     #[test]
