@@ -21,7 +21,14 @@
 //!   (cel 0.13 errors). Selections after `.?` are optional too.
 //! * `==`, `!=` and `in` compare numbers across `int`, `uint` and `double`
 //!   (`1 == 1.0`), which cel 0.13 treats as unequal.
-//! * `dyn(x)` is accepted (identity). `type(x)` is not available.
+//! * `dyn(x)` is accepted (identity). `type(x)` is not available, and
+//!   [`CelProgram::compile`] refuses a call of any function the
+//!   interpreter does not have (`FUNCTION_NAMES`).
+//! * A function given a receiver or an argument of a type cel-go has no
+//!   overload for fails ("no such overload: null_type.contains(string)"),
+//!   where cel 0.13 and kube-cel answered (`null.contains('*')` was
+//!   `false`, `null.max()` was `null`): `contains` is replaced, and the
+//!   calls of `STRICT` are checked before they run.
 //!
 //! Known cel 0.13 quirks that remain: selecting a field of a non-map value
 //! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; `size()` of a
@@ -164,6 +171,16 @@ pub enum CompileFailure {
     /// A `field: value` entry of a message inside a map literal.
     #[error("struct field `{field}` is not allowed in a map literal")]
     StructField { field: String },
+    /// A call of a function the evaluators do not have (see `FUNCTION_NAMES`).
+    #[error("ERROR: {at}: `{name}` is not a function here ({hint})\n{snippet}")]
+    UnknownFunction {
+        name: String,
+        hint: String,
+        /// Where: `<input>:LINE:COL`.
+        at: String,
+        /// The line, and a caret under the name.
+        snippet: String,
+    },
     /// The estimate for lists of `STATIC_LIST_ITEMS` items is over the default budget.
     #[error(
         "its estimated cost is {cost} already for lists of {items} items, over the \
@@ -1593,7 +1610,191 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
+    if let Some(name) = unknown_function(&ast) {
+        let (at, snippet) = caret_at_call(expr, &name);
+        return Err(CompileFailure::UnknownFunction {
+            hint: unknown_function_hint(&name),
+            at,
+            snippet,
+            name,
+        });
+    }
     Ok(ast)
+}
+
+/// Every function the interpreter's context has ([`base_context`]: cel's
+/// own, kube-cel's and this module's), by the name cel looks it up: `name`
+/// for `f(x)` and `x.f()` alike, `ns.name` for a namespaced call
+/// (`optional.none()`). A call of any other name passes the parser and
+/// fails every evaluation ("Undeclared reference"), so
+/// [`CelProgram::compile`] refuses it; a unit test calls each of these
+/// through the interpreter.
+#[rustfmt::skip]
+const FUNCTION_NAMES: &[&str] = &[
+    // cel 0.13
+    "contains", "size", "max", "min", "startsWith", "endsWith", "string", "bytes", "double", "int",
+    "uint", "optional.none", "optional.of", "optional.ofNonZeroValue", "value", "hasValue", "or",
+    "orValue", "matches", "duration", "timestamp", "getFullYear", "getMonth", "getDayOfYear",
+    "getDayOfMonth", "getDate", "getDayOfWeek", "getHours", "getMinutes", "getSeconds",
+    "getMilliseconds",
+    // kube-cel: strings, lists, sets, regex, urls
+    "charAt", "indexOf", "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split",
+    "substring", "trim", "join", "reverse", "strings.quote", "format", "isSorted", "sum", "slice",
+    "sort", "flatten", "distinct", "first", "last", "lists.range", "sets.contains",
+    "sets.equivalent", "sets.intersects", "find", "findAll", "url", "isURL", "getScheme",
+    "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+    // kube-cel: ip and cidr
+    "ip", "isIP", "ip.isCanonical", "family", "isLoopback", "isUnspecified",
+    "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "isIPv4", "isIPv6", "cidr",
+    "isCIDR", "containsIP", "containsCIDR", "prefixLength", "masked", "isCIDRv4", "isCIDRv6",
+    // kube-cel: quantity, semver, comparisons
+    "quantity", "isQuantity", "isInteger", "asInteger", "asApproximateFloat", "sign", "add", "sub",
+    "semver", "isSemver", "major", "minor", "patch", "isGreaterThan", "isLessThan", "compareTo",
+    // kube-cel: named formats, jsonpatch, encoders, math
+    "format.dns1123Label", "format.dns1123Subdomain", "format.dns1035Label",
+    "format.dns1035LabelPrefix", "format.dns1123LabelPrefix", "format.dns1123SubdomainPrefix",
+    "format.qualifiedName", "format.labelValue", "format.uri", "format.uuid", "format.byte",
+    "format.date", "format.datetime", "format.named", "validate", "jsonpatch.escapeKey",
+    "base64.decode", "base64.encode", "math.ceil", "math.floor", "math.round", "math.trunc",
+    "math.abs", "math.sign", "math.isInf", "math.isNaN", "math.isFinite", "math.bitAnd",
+    "math.bitOr", "math.bitXor", "math.bitNot", "math.bitShiftLeft", "math.bitShiftRight",
+    "math.sqrt", "math.greatest", "math.least",
+    // this module
+    "dyn",
+];
+
+/// The first call in `expr` of a function the interpreter does not have
+/// (see [`FUNCTION_NAMES`]); operators (`_+_`, `@in`, ...) are the
+/// interpreter's own.
+fn unknown_function(expr: &IdedExpr) -> Option<String> {
+    let mut found = None;
+    visit(expr, &mut |e| {
+        let Expr::Call(call) = &e.expr else {
+            return;
+        };
+        let name = call.func_name.as_str();
+        if found.is_some() || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return;
+        }
+        let namespaced = match call.target.as_deref().map(|t| &t.expr) {
+            Some(Expr::Ident(ns)) => FUNCTION_NAMES.contains(&format!("{ns}.{name}").as_str()),
+            _ => false,
+        };
+        if !namespaced && !FUNCTION_NAMES.contains(&name) {
+            found = Some(match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns)) if FUNCTION_NAMESPACES.contains(&ns.as_str()) => {
+                    format!("{ns}.{name}")
+                }
+                _ => name.to_owned(),
+            });
+        }
+    });
+    found
+}
+
+/// Calls `f` on every node of `expr`, parents first.
+fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
+    f(expr);
+    match &expr.expr {
+        Expr::Select(select) => visit(&select.operand, f),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, f);
+            }
+            for arg in &call.args {
+                visit(arg, f);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    visit(&e.key, f);
+                    visit(&e.value, f);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(e, f);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
+}
+
+/// What to write instead of a function cel-go has and this evaluator does
+/// not, or the nearest name it has.
+fn unknown_function_hint(name: &str) -> String {
+    match name {
+        "type" => {
+            "`type()` and type values (`int`, `string`, ...) are not supported: test the value \
+             itself"
+                .into()
+        }
+        "bool" => "`bool()` is not supported: compare, `x == 'true'`".into(),
+        "optMap" | "optFlatMap" => {
+            "not supported: `x.hasValue() ? f(x.value()) : default` does the same".into()
+        }
+        "all" | "exists" | "exists_one" | "existsOne" | "map" | "filter" => {
+            format!(
+                "`{name}` is a macro: `list.{name}(x, predicate)` takes a variable and an expression"
+            )
+        }
+        _ => match crate::error::did_you_mean(name, FUNCTION_NAMES.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => "see docs/katalog.md#cel-functions for the functions there are".into(),
+        },
+    }
+}
+
+/// Where `name(` is called in `source` (the last segment of a namespaced
+/// name), outside string literals, as the parser shows a position:
+/// `<input>:LINE:COL`, and the line with a caret under the name.
+fn caret_at_call(source: &str, name: &str) -> (String, String) {
+    let short = name.rsplit('.').next().unwrap_or(name);
+    let bytes = source.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut at = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(_) if b == b'\\' => i += 1,
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'"' || b == b'\'' => quote = Some(b),
+            None => {
+                let word_start =
+                    i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+                if word_start && source[i..].starts_with(short) {
+                    let rest = source[i + short.len()..].trim_start();
+                    let word_end = !source[i + short.len()..]
+                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                    if word_end && rest.starts_with('(') {
+                        at = Some(i);
+                        break;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    let at = at.unwrap_or(0);
+    let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
+    let line_end = source[at..].find('\n').map_or(source.len(), |n| at + n);
+    let line = source[..at].matches('\n').count() + 1;
+    let col = source[line_start..at].chars().count() + 1;
+    (
+        format!("<input>:{line}:{col}"),
+        format!("| {}\n| {:.>col$}", &source[line_start..line_end], "^"),
+    )
 }
 
 /// Namespaces of the functions registered as `NAMESPACE.name`.
@@ -3199,6 +3400,110 @@ mod tests {
         let vars = CelValue::empty_map().with_field("spec", &CelValue::from_json(&object["spec"]));
         let f = vars.native().unwrap();
         assert_eq!(native::items_at(&f, &path), 3);
+    }
+
+    /// Issue 33: every function `check` accepts, the interpreter has.
+    #[test]
+    fn every_function_compile_accepts_is_one_the_interpreter_has() {
+        for name in FUNCTION_NAMES {
+            let expr = format!("{name}()");
+            let program = CelProgram::compile(&expr).unwrap_or_else(|e| panic!("{e}"));
+            let got = interpreter_only(|| program.eval(&[]));
+            if let Err(CelError::Eval {
+                reason: EvalFailure::Interpreter(ExecutionError::UndeclaredReference(r)),
+                ..
+            }) = &got
+            {
+                panic!("`{name}` passes compile, and the interpreter has no `{r}`");
+            }
+            let receiver = format!("'x'.{name}()");
+            if !name.contains('.') {
+                let program = CelProgram::compile(&receiver).unwrap_or_else(|e| panic!("{e}"));
+                let got = interpreter_only(|| program.eval(&[]));
+                assert!(
+                    !matches!(
+                        got,
+                        Err(CelError::Eval {
+                            reason: EvalFailure::Interpreter(ExecutionError::UndeclaredReference(
+                                _
+                            )),
+                            ..
+                        })
+                    ),
+                    "`{receiver}`: {got:?}"
+                );
+            }
+        }
+    }
+
+    /// Issue 33: the functions of the Kubernetes CEL environment (cel-go
+    /// with the libraries a ValidatingAdmissionPolicy gets) this one does
+    /// not have are refused by compile, with a caret; docs/katalog.md lists
+    /// them.
+    #[test]
+    fn functions_of_kubernetes_cel_this_evaluator_lacks_are_refused_at_compile_time() {
+        #[rustfmt::skip]
+        const KUBERNETES: &[&str] = &[
+            "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double",
+            "string", "bytes", "bool", "duration", "timestamp", "type", "dyn", "getDate",
+            "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getFullYear", "getHours",
+            "getMilliseconds", "getMinutes", "getMonth", "getSeconds", "charAt", "indexOf",
+            "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim",
+            "join", "reverse", "format", "strings.quote", "isSorted", "sum", "min", "max", "slice",
+            "flatten", "sort", "sortBy", "distinct", "first", "last", "lists.range",
+            "sets.contains", "sets.equivalent", "sets.intersects", "find", "findAll", "url",
+            "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath",
+            "getQuery", "ip", "isIP", "ip.isCanonical", "family", "isUnspecified", "isLoopback",
+            "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "cidr", "isCIDR",
+            "containsIP", "containsCIDR", "prefixLength", "masked", "quantity", "isQuantity",
+            "sign", "isGreaterThan", "isLessThan", "compareTo", "add", "sub", "asInteger",
+            "isInteger", "asApproximateFloat", "semver", "isSemver", "major", "minor", "patch",
+            "format.named", "format.dns1123Label", "validate", "math.ceil", "math.floor",
+            "math.round", "math.trunc", "math.abs", "math.sign", "math.isInf", "math.isNaN",
+            "math.isFinite", "math.bitAnd", "math.bitOr", "math.bitXor", "math.bitNot",
+            "math.bitShiftLeft", "math.bitShiftRight", "math.sqrt", "math.greatest", "math.least",
+            "base64.encode", "base64.decode", "optional.of", "optional.none",
+            "optional.ofNonZeroValue", "hasValue", "value", "or", "orValue", "optMap",
+            "optFlatMap", "jsonpatch.escapeKey",
+        ];
+        let missing: Vec<&str> = KUBERNETES
+            .iter()
+            .copied()
+            .filter(|name| !FUNCTION_NAMES.contains(name))
+            .collect();
+        assert_eq!(missing, ["bool", "type", "sortBy", "optMap", "optFlatMap"]);
+        for name in missing {
+            let expr = format!("object.spec.x.{name}(1) == 1");
+            let err = CelProgram::compile(&expr).unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    CelError::Compile { reason: CompileFailure::UnknownFunction { name: n, .. }, .. }
+                        if n == name
+                ),
+                "{err:?}"
+            );
+        }
+        let err = CelProgram::compile("object.x == 1 && type(object.y) == int").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to compile CEL expression `object.x == 1 && type(object.y) == int`: \
+             ERROR: <input>:1:18: `type` is not a function here (`type()` and type values \
+             (`int`, `string`, ...) are not supported: test the value itself)\n\
+             | object.x == 1 && type(object.y) == int\n\
+             | .................^"
+        );
+        // The name inside a string literal is not the call.
+        let err = CelProgram::compile("'bool(' + string(bool('x'))").unwrap_err();
+        assert!(err.to_string().contains("<input>:1:18:"), "{err}");
+        // Macros called with the wrong arguments are calls of no function.
+        let err = CelProgram::compile("object.items.all(x)").unwrap_err();
+        assert!(err.to_string().contains("`all` is a macro"), "{err}");
+        let err = CelProgram::compile("math.greatst(1, 2)").unwrap_err();
+        assert!(
+            err.to_string().contains("did you mean `math.greatest`?"),
+            "{err}"
+        );
     }
 
     #[test]
