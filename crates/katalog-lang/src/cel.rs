@@ -30,8 +30,11 @@
 //!   `false`, `null.max()` was `null`): `contains` is replaced, and the
 //!   calls of `STRICT` are checked before they run.
 //!
-//! Known cel 0.13 quirks that remain: selecting a field of a non-map value
-//! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; `size()` of a
+//! * `x.f` on a value that is not a map (`null.f`, `'abc'.f`) fails, as in
+//!   cel-go, where cel 0.13 evaluates it to `false` (see `prepare`).
+//!
+//! Known cel 0.13 quirks that remain: `has(x.f)` on a value that is not a
+//! map (`has(null.f)`) evaluates to `false` instead of failing; `size()` of a
 //! string counts UTF-8 bytes, not code points; in release builds, `-x` on
 //! `int` minimum and kube-cel's `sum()` overflow silently wrap (debug builds
 //! panic, which surfaces as an evaluation error).
@@ -319,6 +322,7 @@ fn estimate(expr: &IdedExpr, n: u64) -> u64 {
         items.fold(0u64, |total, e| total.saturating_add(estimate(e, n)))
     };
     let inner = match &expr.expr {
+        Expr::Call(call) if is_field_index(call) => estimate(&call.args[0], n),
         Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
         Expr::Select(select) => estimate(&select.operand, n),
         Expr::List(list) => sum(&mut list.elements.iter()),
@@ -363,6 +367,8 @@ fn cost_polynomial(expr: &IdedExpr) -> Vec<u64> {
         total
     };
     let mut inner = match &expr.expr {
+        // `x.f`, which `prepare` makes `x['f']`: one unit, as the selection.
+        Expr::Call(call) if is_field_index(call) => cost_polynomial(&call.args[0]),
         Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
         Expr::Select(select) => cost_polynomial(&select.operand),
         Expr::List(list) => sum(&mut list.elements.iter()),
@@ -1996,6 +2002,13 @@ struct SelectionWalk<'r> {
     out: Vec<crate::path::Path>,
 }
 
+/// `x['f']`: an index by a string literal (what `prepare` makes of `x.f`).
+fn is_field_index(call: &CallExpr) -> bool {
+    call.target.is_none()
+        && call.func_name == operators::INDEX
+        && matches!(&call.args[..], [_, key] if matches!(key.expr, Expr::Literal(LiteralValue::String(_))))
+}
+
 /// `x[k]`, `x[?k]` or `x.?k`: the call form of an index or optional
 /// selection on `args[0]` by `args[1]`.
 fn is_index(call: &CallExpr) -> bool {
@@ -2125,6 +2138,12 @@ const IN_FUNCTION: &str = "@katalog_in";
 /// * `x.?f`: cel 0.13 fails with "No such key" when `x` is a map without `f`
 ///   instead of producing `optional.none()`. It becomes the equivalent
 ///   optional index `x[?'f']`, which cel evaluates correctly.
+/// * `x.f`: cel 0.13 evaluates a selection on a value that is not a map
+///   (`null.f`, `'abc'.f`) to `false`, where cel-go fails; so a rule
+///   reading below a null field passed (`!object.spec.x.enabled` was
+///   `true` with `x: null`). It becomes the index `x['f']`, which fails
+///   there ("No such overload") and reads a map exactly as the selection
+///   did ("No such key: f" when it lacks `f`). `has(x.f)` stays.
 /// * `x.?f.g`, `x.?f[k]`: as in cel-go, selections and indexes that follow an
 ///   optional selection are optional too (none if anything along the chain
 ///   is absent). cel 0.13 instead evaluates a plain selection on an optional
@@ -2144,7 +2163,7 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
         Expr::Literal(_) | Expr::Ident(_) => Ok(false),
         Expr::Select(select) => {
             let optional_operand = prepare(&mut select.operand, depth)?;
-            if !optional_operand || select.test {
+            if select.test {
                 return Ok(false);
             }
             let operand = std::mem::take(&mut *select.operand);
@@ -2155,11 +2174,16 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
                 )),
             };
             expr.expr = Expr::Call(CallExpr {
-                func_name: operators::OPT_INDEX.to_owned(),
+                func_name: if optional_operand {
+                    operators::OPT_INDEX
+                } else {
+                    operators::INDEX
+                }
+                .to_owned(),
                 target: None,
                 args: vec![operand, field],
             });
-            Ok(true)
+            Ok(optional_operand)
         }
         Expr::Call(call) => {
             if let Some(target) = &mut call.target {
