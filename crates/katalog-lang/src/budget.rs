@@ -7,7 +7,7 @@
 //!   out ends soon after instead of running on;
 //! * a **cost limit per CEL evaluation**: before an expression runs, its cost
 //!   is estimated from its size, how deeply its comprehensions nest and the
-//!   largest list or map it is given (`nodes × largest^nesting`,
+//!   largest list or map it iterates (`nodes × largest^nesting`,
 //!   [`crate::cel::CelProgram::cost`]); over the limit it is not run at all.
 //!
 //! The server sets both per review with [`scoped`]; outside a scope the

@@ -21,10 +21,20 @@
 //!   (cel 0.13 errors). Selections after `.?` are optional too.
 //! * `==`, `!=` and `in` compare numbers across `int`, `uint` and `double`
 //!   (`1 == 1.0`), which cel 0.13 treats as unequal.
-//! * `dyn(x)` is accepted (identity). `type(x)` is not available.
+//! * `dyn(x)` is accepted (identity). `type(x)` is not available, and
+//!   [`CelProgram::compile`] refuses a call of any function the
+//!   interpreter does not have (`FUNCTION_NAMES`).
+//! * A function given a receiver or an argument of a type cel-go has no
+//!   overload for fails ("no such overload: null_type.contains(string)"),
+//!   where cel 0.13 and kube-cel answered (`null.contains('*')` was
+//!   `false`, `null.max()` was `null`): `contains` is replaced, and the
+//!   calls of `STRICT` are checked before they run.
 //!
-//! Known cel 0.13 quirks that remain: selecting a field of a non-map value
-//! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; `size()` of a
+//! * `x.f` on a value that is not a map (`null.f`, `'abc'.f`) fails, as in
+//!   cel-go, where cel 0.13 evaluates it to `false` (see `prepare`).
+//!
+//! Known cel 0.13 quirks that remain: `has(x.f)` on a value that is not a
+//! map (`has(null.f)`) evaluates to `false` instead of failing; `size()` of a
 //! string counts UTF-8 bytes, not code points; in release builds, `-x` on
 //! `int` minimum and kube-cel's `sum()` overflow silently wrap (debug builds
 //! panic, which surfaces as an evaluation error).
@@ -164,6 +174,16 @@ pub enum CompileFailure {
     /// A `field: value` entry of a message inside a map literal.
     #[error("struct field `{field}` is not allowed in a map literal")]
     StructField { field: String },
+    /// A call of a function the evaluators do not have (see `FUNCTION_NAMES`).
+    #[error("ERROR: {at}: `{name}` is not a function here ({hint})\n{snippet}")]
+    UnknownFunction {
+        name: String,
+        hint: String,
+        /// Where: `<input>:LINE:COL`.
+        at: String,
+        /// The line, and a caret under the name.
+        snippet: String,
+    },
     /// The estimate for lists of `STATIC_LIST_ITEMS` items is over the default budget.
     #[error(
         "its estimated cost is {cost} already for lists of {items} items, over the \
@@ -279,6 +299,8 @@ struct Compiled {
     calls: Vec<native::Func>,
     /// [`estimate`] as a [`cost_polynomial`].
     cost: Vec<u64>,
+    /// What its comprehensions iterate: `n` of [`eval_cost`] at run time.
+    items: Vec<Items>,
     /// Whether it reads nothing but [`REQUEST`] (asked for every
     /// evaluation of an admission rule).
     request_only: bool,
@@ -289,7 +311,7 @@ struct Compiled {
 pub const REQUEST: [&str; 4] = ["object", "oldObject", "request", "namespaceObject"];
 
 /// The estimated cost of evaluating `expr` once when the largest list or
-/// map it is given has `n` items: one unit per node, and the nodes of a
+/// map it iterates has `n` items ([`Items`]): one unit per node, and the nodes of a
 /// comprehension's body (`all`, `exists`, `map`, `filter`, ...) once per
 /// item — per element of a literal list, else `n`. A function call is one
 /// unit whatever it does (the costly ones, `matches` and the string and
@@ -300,6 +322,7 @@ fn estimate(expr: &IdedExpr, n: u64) -> u64 {
         items.fold(0u64, |total, e| total.saturating_add(estimate(e, n)))
     };
     let inner = match &expr.expr {
+        Expr::Call(call) if is_field_index(call) => estimate(&call.args[0], n),
         Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
         Expr::Select(select) => estimate(&select.operand, n),
         Expr::List(list) => sum(&mut list.elements.iter()),
@@ -344,6 +367,8 @@ fn cost_polynomial(expr: &IdedExpr) -> Vec<u64> {
         total
     };
     let mut inner = match &expr.expr {
+        // `x.f`, which `prepare` makes `x['f']`: one unit, as the selection.
+        Expr::Call(call) if is_field_index(call) => cost_polynomial(&call.args[0]),
         Expr::Call(call) => sum(&mut call.target.iter().map(|t| &**t).chain(call.args.iter())),
         Expr::Select(select) => cost_polynomial(&select.operand),
         Expr::List(list) => sum(&mut list.elements.iter()),
@@ -390,6 +415,172 @@ fn eval_cost(polynomial: &[u64], n: u64) -> u64 {
 /// The number of items of the largest list or map in `value`.
 fn largest_collection(value: &Json) -> u64 {
     shape(value).0
+}
+
+/// Where the items of a comprehension over a non-literal list or map come
+/// from, for the run-time cost estimate: `n` is the largest of these, not
+/// the largest list anywhere in the input (a quadratic rule over
+/// `spec.items` is not held to the size of `metadata.labels`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Items {
+    /// The list or map at a path below a bound identifier (a `[*]` segment:
+    /// every element of a list, every value of a map).
+    At(String, Vec<crate::path::Segment>),
+    /// The largest list or map anywhere in a bound identifier's value.
+    Within(String),
+    /// The largest list or map anywhere in the bound values.
+    Anywhere,
+    /// A literal of this many items (an `orValue([...])` default).
+    Count(u64),
+}
+
+/// The [`Items`] every comprehension of `expr` iterates, each once.
+fn iteration_items(expr: &IdedExpr) -> Vec<Items> {
+    let mut walk = ItemsWalk {
+        bound: Vec::new(),
+        out: Vec::new(),
+    };
+    walk.walk(expr);
+    walk.out
+}
+
+/// An identifier and a path below it.
+type RootPath = (String, Vec<crate::path::Segment>);
+
+/// What [`iteration_items`] walks with: the comprehension variables in
+/// scope (innermost last) with the path of what they stand for, when known
+/// (`None`: an accumulator, an index, a mapped value).
+struct ItemsWalk {
+    bound: Vec<(String, Option<RootPath>)>,
+    out: Vec<Items>,
+}
+
+impl ItemsWalk {
+    /// The root identifier and path `expr` selects, if it is a chain of
+    /// selections and indexes on a bound identifier or on a comprehension
+    /// variable that stands for one.
+    fn path(&self, expr: &IdedExpr) -> Option<RootPath> {
+        use crate::path::Segment;
+        match &expr.expr {
+            Expr::Ident(name) => match self.bound.iter().rev().find(|(n, _)| n == name) {
+                Some((_, path)) => path.clone(),
+                None => Some((name.clone(), Vec::new())),
+            },
+            Expr::Select(select) if !select.test => {
+                let (root, mut path) = self.path(&select.operand)?;
+                path.push(Segment::Key(select.field.clone()));
+                Some((root, path))
+            }
+            Expr::Call(call) if is_index(call) => {
+                let (root, mut path) = self.path(&call.args[0])?;
+                path.push(match &call.args[1].expr {
+                    Expr::Literal(LiteralValue::String(key)) => {
+                        Segment::Key(key.inner().to_string())
+                    }
+                    Expr::Literal(LiteralValue::Int(i)) => {
+                        usize::try_from(*i.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    Expr::Literal(LiteralValue::UInt(u)) => {
+                        usize::try_from(*u.inner()).map_or(Segment::Wildcard, Segment::Index)
+                    }
+                    _ => Segment::Wildcard,
+                });
+                Some((root, path))
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the items of `range` come from.
+    fn sources(&self, range: &IdedExpr, out: &mut Vec<Items>) {
+        let count = |n: usize| Items::Count(u64::try_from(n).unwrap_or(u64::MAX));
+        match &range.expr {
+            Expr::List(list) => return out.push(count(list.elements.len())),
+            Expr::Map(map) => return out.push(count(map.entries.len())),
+            // `map` and `filter` give at most as many items as they read.
+            Expr::Comprehension(c) => return self.sources(&c.iter_range, out),
+            Expr::Call(call) => match (call.func_name.as_str(), &call.target, &call.args[..]) {
+                ("orValue", Some(target), [default]) => {
+                    self.sources(target, out);
+                    return self.sources(default, out);
+                }
+                ("value", Some(target), []) => return self.sources(target, out),
+                (operators::CONDITIONAL, None, [_, a, b]) => {
+                    self.sources(a, out);
+                    return self.sources(b, out);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        if let Some((root, path)) = self.path(range) {
+            return out.push(Items::At(root, path));
+        }
+        // Anything else (a function's result, a computed list): the
+        // largest list or map in what it reads.
+        let mut scope = Vec::new();
+        let mut reads = Vec::new();
+        walk_identifiers(range, &mut scope, &mut reads);
+        if reads.is_empty() || reads.iter().any(|r| self.bound.iter().any(|(n, _)| n == r)) {
+            return out.push(Items::Anywhere);
+        }
+        out.extend(reads.into_iter().map(Items::Within));
+    }
+
+    fn walk(&mut self, expr: &IdedExpr) {
+        match &expr.expr {
+            Expr::Select(select) => self.walk(&select.operand),
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target);
+                }
+                for arg in &call.args {
+                    self.walk(arg);
+                }
+            }
+            Expr::List(list) => list.elements.iter().for_each(|e| self.walk(e)),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(e) = &entry.expr {
+                        self.walk(&e.key);
+                        self.walk(&e.value);
+                    }
+                }
+            }
+            Expr::Comprehension(c) => {
+                self.walk(&c.iter_range);
+                self.walk(&c.accu_init);
+                // A literal list's length is a constant of the estimate.
+                if !matches!(c.iter_range.expr, Expr::List(_)) {
+                    let mut found = Vec::new();
+                    self.sources(&c.iter_range, &mut found);
+                    for items in found {
+                        if !self.out.contains(&items) {
+                            self.out.push(items);
+                        }
+                    }
+                }
+                let elements = self.path(&c.iter_range).map(|(root, mut path)| {
+                    path.push(crate::path::Segment::Wildcard);
+                    (root, path)
+                });
+                let before = self.bound.len();
+                match &c.iter_var2 {
+                    Some(value) => {
+                        self.bound.push((c.iter_var.clone(), None));
+                        self.bound.push((value.clone(), elements));
+                    }
+                    None => self.bound.push((c.iter_var.clone(), elements)),
+                }
+                self.bound.push((c.accu_var.clone(), None));
+                for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                    self.walk(e);
+                }
+                self.bound.truncate(before);
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+        }
+    }
 }
 
 impl fmt::Debug for CelProgram {
@@ -445,6 +636,7 @@ impl CelProgram {
         walk_field_uses(&ast, &mut field_uses);
         let calls = native::compile(&ast);
         let native = calls.is_some();
+        let items = iteration_items(&ast);
         let request_only = reads.iter().all(|r| REQUEST.contains(&r.as_str()));
         Ok(CelProgram {
             inner: Arc::new(Compiled {
@@ -456,6 +648,7 @@ impl CelProgram {
                 native,
                 calls: calls.unwrap_or_default(),
                 cost: polynomial,
+                items,
                 request_only,
             }),
         })
@@ -721,12 +914,48 @@ impl CelProgram {
 
     /// The checks before any evaluation: the deadline and the cost budget.
     fn precheck(&self, vars: &[(&str, &Json)]) -> Result<(), CelError> {
+        let find = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| *v);
         self.check_budget(|| {
-            vars.iter()
-                .map(|(_, v)| largest_collection(v))
-                .max()
-                .unwrap_or(0)
+            self.iterated_items(
+                |name| find(name).map(bindable),
+                |name| find(name).map_or(0, largest_collection),
+                || {
+                    vars.iter()
+                        .map(|(_, v)| largest_collection(v))
+                        .max()
+                        .unwrap_or(0)
+                },
+            )
         })
+    }
+
+    /// `n` of the cost estimate: the largest of the lists and maps the
+    /// expression's comprehensions iterate ([`Items`]), measured in the
+    /// bound values. `value` gives a bound name's value (`Some(None)`: one
+    /// that cannot be read in place, measured whole), `largest` the largest
+    /// list or map in it, `anywhere` the largest in every bound value.
+    fn iterated_items<'v>(
+        &self,
+        value: impl Fn(&str) -> Option<Option<native::V<'v>>>,
+        largest: impl Fn(&str) -> u64,
+        anywhere: impl FnOnce() -> u64,
+    ) -> u64 {
+        let mut anywhere = Some(anywhere);
+        let mut n = 0;
+        for items in &self.inner.items {
+            let k = match items {
+                Items::Count(k) => *k,
+                Items::Anywhere => anywhere.take().map_or(0, |f| f()),
+                Items::Within(name) => largest(name),
+                Items::At(name, path) => match value(name) {
+                    Some(Some(v)) => native::items_at(&v, path),
+                    Some(None) => largest(name),
+                    None => 0,
+                },
+            };
+            n = n.max(k);
+        }
+        n
     }
 
     /// [`precheck`](Self::precheck) with shared bindings, and a shared
@@ -736,14 +965,41 @@ impl CelProgram {
         shared: &CelBindings<'_>,
         vars: &[(&str, CelArg<'_, '_>)],
     ) -> Result<(), CelError> {
+        let arg = |name: &str| vars.iter().rev().find(|(n, _)| *n == name).map(|(_, a)| *a);
+        let bound = |name: &str| {
+            shared
+                .vars
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, b)| *b)
+        };
         self.check_budget(|| {
-            vars.iter()
-                .filter_map(|(name, arg)| match arg {
-                    CelArg::Value(v) => Some(v.largest()),
-                    CelArg::Part(bound) => self.reads(name).then(|| bound.shape().0),
-                    CelArg::Copied(json) => self.reads(name).then(|| largest_collection(json)),
-                })
-                .fold(shared.largest, u64::max)
+            self.iterated_items(
+                |name| match arg(name) {
+                    Some(CelArg::Value(v)) => Some(v.native()),
+                    Some(CelArg::Part(b)) => Some(Some(b.native())),
+                    Some(CelArg::Copied(json)) => Some(Some(native::V::from_json(json))),
+                    None => bound(name).map(|b| Some(b.native())),
+                },
+                |name| match arg(name) {
+                    Some(CelArg::Value(v)) => v.largest(),
+                    Some(CelArg::Part(b)) => b.shape().0,
+                    Some(CelArg::Copied(json)) => largest_collection(json),
+                    None => bound(name).map_or(0, |b| b.shape().0),
+                },
+                || {
+                    vars.iter()
+                        .filter_map(|(name, arg)| match arg {
+                            CelArg::Value(v) => Some(v.largest()),
+                            CelArg::Part(bound) => self.reads(name).then(|| bound.shape().0),
+                            CelArg::Copied(json) => {
+                                self.reads(name).then(|| largest_collection(json))
+                            }
+                        })
+                        .fold(shared.largest, u64::max)
+                },
+            )
         })?;
         if let Some((name, reason)) = &shared.failed {
             return Err(self.eval_error(EvalFailure::Variable {
@@ -1360,7 +1616,191 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
+    if let Some(name) = unknown_function(&ast) {
+        let (at, snippet) = caret_at_call(expr, &name);
+        return Err(CompileFailure::UnknownFunction {
+            hint: unknown_function_hint(&name),
+            at,
+            snippet,
+            name,
+        });
+    }
     Ok(ast)
+}
+
+/// Every function the interpreter's context has ([`base_context`]: cel's
+/// own, kube-cel's and this module's), by the name cel looks it up: `name`
+/// for `f(x)` and `x.f()` alike, `ns.name` for a namespaced call
+/// (`optional.none()`). A call of any other name passes the parser and
+/// fails every evaluation ("Undeclared reference"), so
+/// [`CelProgram::compile`] refuses it; a unit test calls each of these
+/// through the interpreter.
+#[rustfmt::skip]
+const FUNCTION_NAMES: &[&str] = &[
+    // cel 0.13
+    "contains", "size", "max", "min", "startsWith", "endsWith", "string", "bytes", "double", "int",
+    "uint", "optional.none", "optional.of", "optional.ofNonZeroValue", "value", "hasValue", "or",
+    "orValue", "matches", "duration", "timestamp", "getFullYear", "getMonth", "getDayOfYear",
+    "getDayOfMonth", "getDate", "getDayOfWeek", "getHours", "getMinutes", "getSeconds",
+    "getMilliseconds",
+    // kube-cel: strings, lists, sets, regex, urls
+    "charAt", "indexOf", "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split",
+    "substring", "trim", "join", "reverse", "strings.quote", "format", "isSorted", "sum", "slice",
+    "sort", "flatten", "distinct", "first", "last", "lists.range", "sets.contains",
+    "sets.equivalent", "sets.intersects", "find", "findAll", "url", "isURL", "getScheme",
+    "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+    // kube-cel: ip and cidr
+    "ip", "isIP", "ip.isCanonical", "family", "isLoopback", "isUnspecified",
+    "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "isIPv4", "isIPv6", "cidr",
+    "isCIDR", "containsIP", "containsCIDR", "prefixLength", "masked", "isCIDRv4", "isCIDRv6",
+    // kube-cel: quantity, semver, comparisons
+    "quantity", "isQuantity", "isInteger", "asInteger", "asApproximateFloat", "sign", "add", "sub",
+    "semver", "isSemver", "major", "minor", "patch", "isGreaterThan", "isLessThan", "compareTo",
+    // kube-cel: named formats, jsonpatch, encoders, math
+    "format.dns1123Label", "format.dns1123Subdomain", "format.dns1035Label",
+    "format.dns1035LabelPrefix", "format.dns1123LabelPrefix", "format.dns1123SubdomainPrefix",
+    "format.qualifiedName", "format.labelValue", "format.uri", "format.uuid", "format.byte",
+    "format.date", "format.datetime", "format.named", "validate", "jsonpatch.escapeKey",
+    "base64.decode", "base64.encode", "math.ceil", "math.floor", "math.round", "math.trunc",
+    "math.abs", "math.sign", "math.isInf", "math.isNaN", "math.isFinite", "math.bitAnd",
+    "math.bitOr", "math.bitXor", "math.bitNot", "math.bitShiftLeft", "math.bitShiftRight",
+    "math.sqrt", "math.greatest", "math.least",
+    // this module
+    "dyn",
+];
+
+/// The first call in `expr` of a function the interpreter does not have
+/// (see [`FUNCTION_NAMES`]); operators (`_+_`, `@in`, ...) are the
+/// interpreter's own.
+fn unknown_function(expr: &IdedExpr) -> Option<String> {
+    let mut found = None;
+    visit(expr, &mut |e| {
+        let Expr::Call(call) = &e.expr else {
+            return;
+        };
+        let name = call.func_name.as_str();
+        if found.is_some() || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return;
+        }
+        let namespaced = match call.target.as_deref().map(|t| &t.expr) {
+            Some(Expr::Ident(ns)) => FUNCTION_NAMES.contains(&format!("{ns}.{name}").as_str()),
+            _ => false,
+        };
+        if !namespaced && !FUNCTION_NAMES.contains(&name) {
+            found = Some(match call.target.as_deref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns)) if FUNCTION_NAMESPACES.contains(&ns.as_str()) => {
+                    format!("{ns}.{name}")
+                }
+                _ => name.to_owned(),
+            });
+        }
+    });
+    found
+}
+
+/// Calls `f` on every node of `expr`, parents first.
+fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
+    f(expr);
+    match &expr.expr {
+        Expr::Select(select) => visit(&select.operand, f),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, f);
+            }
+            for arg in &call.args {
+                visit(arg, f);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(e) = &entry.expr {
+                    visit(&e.key, f);
+                    visit(&e.value, f);
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(e, f);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    }
+}
+
+/// What to write instead of a function cel-go has and this evaluator does
+/// not, or the nearest name it has.
+fn unknown_function_hint(name: &str) -> String {
+    match name {
+        "type" => {
+            "`type()` and type values (`int`, `string`, ...) are not supported: test the value \
+             itself"
+                .into()
+        }
+        "bool" => "`bool()` is not supported: compare, `x == 'true'`".into(),
+        "optMap" | "optFlatMap" => {
+            "not supported: `x.hasValue() ? f(x.value()) : default` does the same".into()
+        }
+        "all" | "exists" | "exists_one" | "existsOne" | "map" | "filter" => {
+            format!(
+                "`{name}` is a macro: `list.{name}(x, predicate)` takes a variable and an expression"
+            )
+        }
+        _ => match crate::error::did_you_mean(name, FUNCTION_NAMES.iter().copied()) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => "see docs/katalog.md#cel-functions for the functions there are".into(),
+        },
+    }
+}
+
+/// Where `name(` is called in `source` (the last segment of a namespaced
+/// name), outside string literals, as the parser shows a position:
+/// `<input>:LINE:COL`, and the line with a caret under the name.
+fn caret_at_call(source: &str, name: &str) -> (String, String) {
+    let short = name.rsplit('.').next().unwrap_or(name);
+    let bytes = source.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut at = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(_) if b == b'\\' => i += 1,
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'"' || b == b'\'' => quote = Some(b),
+            None => {
+                let word_start =
+                    i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+                if word_start && source[i..].starts_with(short) {
+                    let rest = source[i + short.len()..].trim_start();
+                    let word_end = !source[i + short.len()..]
+                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                    if word_end && rest.starts_with('(') {
+                        at = Some(i);
+                        break;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    let at = at.unwrap_or(0);
+    let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
+    let line_end = source[at..].find('\n').map_or(source.len(), |n| at + n);
+    let line = source[..at].matches('\n').count() + 1;
+    let col = source[line_start..at].chars().count() + 1;
+    (
+        format!("<input>:{line}:{col}"),
+        format!("| {}\n| {:.>col$}", &source[line_start..line_end], "^"),
+    )
 }
 
 /// Namespaces of the functions registered as `NAMESPACE.name`.
@@ -1562,6 +2002,13 @@ struct SelectionWalk<'r> {
     out: Vec<crate::path::Path>,
 }
 
+/// `x['f']`: an index by a string literal (what `prepare` makes of `x.f`).
+fn is_field_index(call: &CallExpr) -> bool {
+    call.target.is_none()
+        && call.func_name == operators::INDEX
+        && matches!(&call.args[..], [_, key] if matches!(key.expr, Expr::Literal(LiteralValue::String(_))))
+}
+
 /// `x[k]`, `x[?k]` or `x.?k`: the call form of an index or optional
 /// selection on `args[0]` by `args[1]`.
 fn is_index(call: &CallExpr) -> bool {
@@ -1691,6 +2138,12 @@ const IN_FUNCTION: &str = "@katalog_in";
 /// * `x.?f`: cel 0.13 fails with "No such key" when `x` is a map without `f`
 ///   instead of producing `optional.none()`. It becomes the equivalent
 ///   optional index `x[?'f']`, which cel evaluates correctly.
+/// * `x.f`: cel 0.13 evaluates a selection on a value that is not a map
+///   (`null.f`, `'abc'.f`) to `false`, where cel-go fails; so a rule
+///   reading below a null field passed (`!object.spec.x.enabled` was
+///   `true` with `x: null`). It becomes the index `x['f']`, which fails
+///   there ("No such overload") and reads a map exactly as the selection
+///   did ("No such key: f" when it lacks `f`). `has(x.f)` stays.
 /// * `x.?f.g`, `x.?f[k]`: as in cel-go, selections and indexes that follow an
 ///   optional selection are optional too (none if anything along the chain
 ///   is absent). cel 0.13 instead evaluates a plain selection on an optional
@@ -1710,7 +2163,7 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
         Expr::Literal(_) | Expr::Ident(_) => Ok(false),
         Expr::Select(select) => {
             let optional_operand = prepare(&mut select.operand, depth)?;
-            if !optional_operand || select.test {
+            if select.test {
                 return Ok(false);
             }
             let operand = std::mem::take(&mut *select.operand);
@@ -1721,11 +2174,16 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
                 )),
             };
             expr.expr = Expr::Call(CallExpr {
-                func_name: operators::OPT_INDEX.to_owned(),
+                func_name: if optional_operand {
+                    operators::OPT_INDEX
+                } else {
+                    operators::INDEX
+                }
+                .to_owned(),
                 target: None,
                 args: vec![operand, field],
             });
-            Ok(true)
+            Ok(optional_operand)
         }
         Expr::Call(call) => {
             if let Some(target) = &mut call.target {
@@ -1859,9 +2317,153 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function(NE_FUNCTION, heterogeneous_ne);
         ctx.add_function(IN_FUNCTION, heterogeneous_in);
         ctx.add_function("dyn", dyn_identity);
+        ctx.add_function("contains", strict_contains);
+        for (name, accepts) in STRICT {
+            ctx.add_function(name, strict(name, accepts));
+        }
         ctx
     });
     &BASE
+}
+
+/// `<string>.contains(<string>) -> bool`, and nothing else: cel 0.13's
+/// answers `false` for any other receiver or argument (`null.contains('*')`,
+/// `'abc'.contains(null)`) and searches lists and maps, where cel-go (and
+/// so the kube-apiserver) has no such overload, so a rule that should fail
+/// on an evaluation error passed.
+fn strict_contains(
+    ftx: &FunctionContext,
+    This(this): This<Value>,
+    arg: Value,
+) -> Result<bool, ExecutionError> {
+    match (&this, &arg) {
+        (Value::String(s), Value::String(sub)) => Ok(s.contains(sub.as_str())),
+        _ => Err(no_overload(ftx, Some(&this), &[arg])),
+    }
+}
+
+/// The functions of cel 0.13 and kube-cel that answer on receivers or
+/// arguments cel-go has no overload for (`null.max()` is `null`,
+/// `[1].join()` is `"Int(1)"`, `'abc'.substring(0, null)` is `"abc"`), with
+/// the receiver (`None` in the global form) and arguments they accept:
+/// anything else is the error cel-go gives, "no such overload". Accepted
+/// calls run the registered function ([`strict`]).
+#[allow(clippy::type_complexity)]
+const STRICT: [(&str, fn(Option<&Value>, &[Value]) -> bool); 6] = [
+    ("max", min_max_accepts),
+    ("min", min_max_accepts),
+    ("math.greatest", greatest_least_accepts),
+    ("math.least", greatest_least_accepts),
+    ("join", |this, args| {
+        matches!(this, Some(Value::List(items)) if items.iter().all(|i| matches!(i, Value::String(_))))
+            && matches!(args, [] | [Value::String(_)])
+    }),
+    ("substring", |this, args| {
+        matches!(this, Some(Value::String(_)))
+            && matches!(args, [Value::Int(_)] | [Value::Int(_), Value::Int(_)])
+    }),
+];
+
+/// `<list>.max()` (kube-cel's lists library) and cel's variadic `max(a,
+/// ...)`: a list receiver without arguments, or arguments none of which is
+/// `null`, a single one being a list.
+fn min_max_accepts(this: Option<&Value>, args: &[Value]) -> bool {
+    match (this, args) {
+        (Some(this), []) => matches!(this, Value::List(_)),
+        (Some(_), _) => false,
+        (None, [one]) => matches!(one, Value::List(_)),
+        (None, args) => !args.is_empty() && !args.iter().any(|a| matches!(a, Value::Null)),
+    }
+}
+
+/// `math.greatest` / `math.least`: numbers, or one non-empty list of
+/// numbers.
+fn greatest_least_accepts(this: Option<&Value>, args: &[Value]) -> bool {
+    let number = |v: &Value| matches!(v, Value::Int(_) | Value::UInt(_) | Value::Float(_));
+    this.is_none()
+        && match args {
+            [Value::List(items)] => !items.is_empty() && items.iter().all(number),
+            args => !args.is_empty() && args.iter().all(number),
+        }
+}
+
+/// A function of [`STRICT`]: its arguments evaluated, checked with
+/// `accepts`, then the call run as cel and kube-cel registered it.
+fn strict(name: &'static str, accepts: fn(Option<&Value>, &[Value]) -> bool) -> StrictFunction {
+    Box::new(move |ftx: &mut FunctionContext| {
+        let args = ftx
+            .args
+            .iter()
+            .map(|arg| Value::resolve(arg, ftx.ptx))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !accepts(ftx.this.as_ref(), &args) {
+            return Err(no_overload(ftx, ftx.this.as_ref(), &args));
+        }
+        call_registered(name, ftx.this.clone(), args)
+    })
+}
+
+/// What cel's `Context::add_function` takes for a function that reads its
+/// own [`FunctionContext`].
+type StrictFunction =
+    Box<dyn Fn(&mut FunctionContext) -> Result<Value, ExecutionError> + Send + Sync>;
+
+/// Calls `name` (`ns.name` for a namespaced function) on values as cel and
+/// kube-cel registered it, before this module's overrides: the receiver
+/// and the arguments are bound to names no expression can spell.
+fn call_registered(
+    name: &str,
+    this: Option<Value>,
+    args: Vec<Value>,
+) -> Result<Value, ExecutionError> {
+    static REGISTERED: LazyLock<Context<'static>> = LazyLock::new(|| {
+        let mut ctx = Context::default();
+        ctx.register_all();
+        ctx
+    });
+    let ident = |name: String| IdedExpr {
+        id: 0,
+        expr: Expr::Ident(name),
+    };
+    let mut ctx = REGISTERED.new_inner_scope();
+    let (func_name, target) = match (name.split_once('.'), this) {
+        (Some((namespace, name)), _) => (name, Some(Box::new(ident(namespace.to_owned())))),
+        (None, Some(this)) => {
+            ctx.add_variable_from_value("@this", this);
+            (name, Some(Box::new(ident("@this".to_owned()))))
+        }
+        (None, None) => (name, None),
+    };
+    let mut idents = Vec::with_capacity(args.len());
+    for (i, arg) in args.into_iter().enumerate() {
+        let name = format!("@arg{i}");
+        ctx.add_variable_from_value(name.as_str(), arg);
+        idents.push(ident(name));
+    }
+    let call = IdedExpr {
+        id: 0,
+        expr: Expr::Call(CallExpr {
+            func_name: func_name.to_owned(),
+            target,
+            args: idents,
+        }),
+    };
+    Value::resolve(&call, &ctx)
+}
+
+/// cel-go's error for a call with no overload for its types, naming them:
+/// `no such overload: null_type.contains(string)`.
+fn no_overload(ftx: &FunctionContext, this: Option<&Value>, args: &[Value]) -> ExecutionError {
+    let args = args
+        .iter()
+        .map(cel_type_name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let call = match this {
+        Some(this) => format!("{}.{}({args})", cel_type_name(this), ftx.name),
+        None => format!("{}({args})", ftx.name),
+    };
+    ftx.error(format!("no such overload: {call}"))
 }
 
 /// `<string>.matches(<string>) -> bool` and `matches(<string>, <string>)`:
@@ -2713,6 +3315,219 @@ mod tests {
         assert_eq!(quadratic.cost(277), 1_000_253);
         assert_eq!(quadratic.cost(5_000), 325_050_006);
         assert_eq!(quadratic.cost(u64::MAX), u64::MAX);
+    }
+
+    /// Issue 29: the estimate's `n` is the size of the lists the
+    /// expression iterates, not of the largest list anywhere in the input.
+    #[test]
+    fn the_runtime_estimate_follows_the_lists_the_expression_iterates() {
+        let p = CelProgram::compile(
+            "object.spec.items.all(a, object.spec.items.all(b, a.name != b.name || a == b))",
+        )
+        .unwrap();
+        let budget = crate::budget::Budget {
+            deadline: None,
+            cel_cost_limit: crate::budget::DEFAULT_CEL_COST_LIMIT,
+        };
+        let tags: Vec<Json> = (0..1_000).map(|i| json!(format!("t{i}"))).collect();
+        let items = |n: usize| -> Vec<Json> { (0..n).map(|i| json!({"name": i})).collect() };
+        let run =
+            |object: &Json| crate::budget::scoped(budget, || p.eval_bool(&[("object", object)]));
+        let shared = |object: &Json| {
+            let bindings = CelBindings::new(&[("object", object)]);
+            crate::budget::scoped(budget, || p.eval_shared(&bindings, &[]))
+        };
+        // No items, 1,000 unrelated tags: nothing to iterate.
+        let unrelated = json!({"metadata": {"tags": tags}, "spec": {"items": []}});
+        assert_eq!(run(&unrelated), Ok(true));
+        assert_eq!(shared(&unrelated), Ok(json!(true)));
+        // 100 items beside the tags: the estimate is for 100.
+        let some = json!({"metadata": {"tags": tags}, "spec": {"items": items(100)}});
+        assert_eq!(run(&some), Ok(true));
+        assert_eq!(shared(&some), Ok(json!(true)));
+        // 1,000 items: over the budget, as before.
+        let many = json!({"spec": {"items": items(1_000)}});
+        for err in [run(&many).unwrap_err(), shared(&many).unwrap_err()] {
+            assert!(
+                matches!(
+                    err,
+                    CelError::Eval {
+                        reason: EvalFailure::OverBudget { largest: 1_000, .. },
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_comprehension_iterates_is_found_through_variables_and_chains() {
+        use crate::path::Segment::{Key, Wildcard};
+        let items = |expr: &str| CelProgram::compile(expr).unwrap().inner.items.clone();
+        let at = |root: &str, path: &[crate::path::Segment]| Items::At(root.into(), path.to_vec());
+        let k = |s: &str| Key(s.into());
+        assert_eq!(
+            items("object.spec.containers.all(c, c.ports.all(p, p.containerPort > 0))"),
+            vec![
+                at("object", &[k("spec"), k("containers")]),
+                at(
+                    "object",
+                    &[k("spec"), k("containers"), Wildcard, k("ports")]
+                ),
+            ]
+        );
+        assert_eq!(
+            items("object.spec.?items.orValue([1, 2]).all(i, i > 0)"),
+            vec![at("object", &[k("spec"), k("items")]), Items::Count(2)]
+        );
+        assert_eq!(
+            items("object.spec.items.map(i, i.name).all(n, n != '')"),
+            vec![at("object", &[k("spec"), k("items")])]
+        );
+        // A function's result: the largest list in what it reads.
+        assert_eq!(
+            items("object.spec.name.split(',').all(n, n != '')"),
+            vec![Items::Within("object".into())]
+        );
+        // A mapped value iterated: anything.
+        assert_eq!(
+            items("object.spec.items.map(i, i.tags).all(t, t.all(x, x != ''))"),
+            vec![at("object", &[k("spec"), k("items")]), Items::Anywhere]
+        );
+        assert_eq!(items("[1, 2].all(x, x > 0)"), vec![]);
+    }
+
+    #[test]
+    fn items_at_a_path_are_measured_in_json_nodes_and_variables() {
+        use crate::path::Segment::{Key, Wildcard};
+        let object = json!({"spec": {"containers": [
+            {"ports": [1, 2, 3]}, {"ports": [1]}, {"name": "no ports"}
+        ], "labels": {"a": [1, 2, 3, 4], "b": []}}});
+        let path = [
+            Key("spec".into()),
+            Key("containers".into()),
+            Wildcard,
+            Key("ports".into()),
+        ];
+        let labels = [Key("spec".into()), Key("labels".into()), Wildcard];
+        let v = native::V::from_json(&object);
+        assert_eq!(native::items_at(&v, &path), 3);
+        assert_eq!(native::items_at(&v, &labels), 4);
+        assert_eq!(
+            native::items_at(&v, &[Key("spec".into()), Key("missing".into())]),
+            0
+        );
+        let node = Node::from(&object);
+        let n = native::V::from_node(&node);
+        assert_eq!(native::items_at(&n, &path), 3);
+        let vars = CelValue::empty_map().with_field("spec", &CelValue::from_json(&object["spec"]));
+        let f = vars.native().unwrap();
+        assert_eq!(native::items_at(&f, &path), 3);
+    }
+
+    /// Issue 33: every function `check` accepts, the interpreter has.
+    #[test]
+    fn every_function_compile_accepts_is_one_the_interpreter_has() {
+        for name in FUNCTION_NAMES {
+            let expr = format!("{name}()");
+            let program = CelProgram::compile(&expr).unwrap_or_else(|e| panic!("{e}"));
+            let got = interpreter_only(|| program.eval(&[]));
+            if let Err(CelError::Eval {
+                reason: EvalFailure::Interpreter(ExecutionError::UndeclaredReference(r)),
+                ..
+            }) = &got
+            {
+                panic!("`{name}` passes compile, and the interpreter has no `{r}`");
+            }
+            let receiver = format!("'x'.{name}()");
+            if !name.contains('.') {
+                let program = CelProgram::compile(&receiver).unwrap_or_else(|e| panic!("{e}"));
+                let got = interpreter_only(|| program.eval(&[]));
+                assert!(
+                    !matches!(
+                        got,
+                        Err(CelError::Eval {
+                            reason: EvalFailure::Interpreter(ExecutionError::UndeclaredReference(
+                                _
+                            )),
+                            ..
+                        })
+                    ),
+                    "`{receiver}`: {got:?}"
+                );
+            }
+        }
+    }
+
+    /// Issue 33: the functions of the Kubernetes CEL environment (cel-go
+    /// with the libraries a ValidatingAdmissionPolicy gets) this one does
+    /// not have are refused by compile, with a caret; docs/katalog.md lists
+    /// them.
+    #[test]
+    fn functions_of_kubernetes_cel_this_evaluator_lacks_are_refused_at_compile_time() {
+        #[rustfmt::skip]
+        const KUBERNETES: &[&str] = &[
+            "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double",
+            "string", "bytes", "bool", "duration", "timestamp", "type", "dyn", "getDate",
+            "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getFullYear", "getHours",
+            "getMilliseconds", "getMinutes", "getMonth", "getSeconds", "charAt", "indexOf",
+            "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim",
+            "join", "reverse", "format", "strings.quote", "isSorted", "sum", "min", "max", "slice",
+            "flatten", "sort", "sortBy", "distinct", "first", "last", "lists.range",
+            "sets.contains", "sets.equivalent", "sets.intersects", "find", "findAll", "url",
+            "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath",
+            "getQuery", "ip", "isIP", "ip.isCanonical", "family", "isUnspecified", "isLoopback",
+            "isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "cidr", "isCIDR",
+            "containsIP", "containsCIDR", "prefixLength", "masked", "quantity", "isQuantity",
+            "sign", "isGreaterThan", "isLessThan", "compareTo", "add", "sub", "asInteger",
+            "isInteger", "asApproximateFloat", "semver", "isSemver", "major", "minor", "patch",
+            "format.named", "format.dns1123Label", "validate", "math.ceil", "math.floor",
+            "math.round", "math.trunc", "math.abs", "math.sign", "math.isInf", "math.isNaN",
+            "math.isFinite", "math.bitAnd", "math.bitOr", "math.bitXor", "math.bitNot",
+            "math.bitShiftLeft", "math.bitShiftRight", "math.sqrt", "math.greatest", "math.least",
+            "base64.encode", "base64.decode", "optional.of", "optional.none",
+            "optional.ofNonZeroValue", "hasValue", "value", "or", "orValue", "optMap",
+            "optFlatMap", "jsonpatch.escapeKey",
+        ];
+        let missing: Vec<&str> = KUBERNETES
+            .iter()
+            .copied()
+            .filter(|name| !FUNCTION_NAMES.contains(name))
+            .collect();
+        assert_eq!(missing, ["bool", "type", "sortBy", "optMap", "optFlatMap"]);
+        for name in missing {
+            let expr = format!("object.spec.x.{name}(1) == 1");
+            let err = CelProgram::compile(&expr).unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    CelError::Compile { reason: CompileFailure::UnknownFunction { name: n, .. }, .. }
+                        if n == name
+                ),
+                "{err:?}"
+            );
+        }
+        let err = CelProgram::compile("object.x == 1 && type(object.y) == int").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to compile CEL expression `object.x == 1 && type(object.y) == int`: \
+             ERROR: <input>:1:18: `type` is not a function here (`type()` and type values \
+             (`int`, `string`, ...) are not supported: test the value itself)\n\
+             | object.x == 1 && type(object.y) == int\n\
+             | .................^"
+        );
+        // The name inside a string literal is not the call.
+        let err = CelProgram::compile("'bool(' + string(bool('x'))").unwrap_err();
+        assert!(err.to_string().contains("<input>:1:18:"), "{err}");
+        // Macros called with the wrong arguments are calls of no function.
+        let err = CelProgram::compile("object.items.all(x)").unwrap_err();
+        assert!(err.to_string().contains("`all` is a macro"), "{err}");
+        let err = CelProgram::compile("math.greatst(1, 2)").unwrap_err();
+        assert!(
+            err.to_string().contains("did you mean `math.greatest`?"),
+            "{err}"
+        );
     }
 
     #[test]

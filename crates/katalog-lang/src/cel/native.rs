@@ -1130,6 +1130,51 @@ pub(super) fn to_json(value: &V<'_>, depth: usize) -> Option<Json> {
     })
 }
 
+/// Items of the largest list or map at `path` below `value` (a `[*]`
+/// segment: every element of a list, every value of a map); 0 where the
+/// path reaches none. The cost estimate's `n` for a comprehension over
+/// that path.
+pub(super) fn items_at(value: &V<'_>, path: &[crate::path::Segment]) -> u64 {
+    use crate::path::Segment;
+    let mut largest = 0usize;
+    let mut stack = vec![(value.clone(), 0usize)];
+    while let Some((v, at)) = stack.pop() {
+        let Some(segment) = path.get(at) else {
+            let len = v.as_list().map(|l| l.len()).or_else(|| v.map_len());
+            largest = largest.max(len.unwrap_or(0));
+            continue;
+        };
+        match segment {
+            Segment::Key(key) => {
+                if let Some(Some(next)) = v.map_get(key) {
+                    stack.push((next, at + 1));
+                }
+            }
+            Segment::Index(i) => {
+                if let Some(next) = v.as_list().and_then(|l| l.get(*i)) {
+                    stack.push((next, at + 1));
+                }
+            }
+            Segment::Wildcard => {
+                let items: Vec<V<'_>> = match &v {
+                    V::Map(entries) => entries.iter().map(|(_, v)| v.clone()).collect(),
+                    V::JMap(fields) => fields.values().map(V::from_json).collect(),
+                    V::NMap(members) => members.values().map(V::from_node).collect(),
+                    V::Fields(value) => value
+                        .fields()
+                        .into_iter()
+                        .flat_map(|fields| fields.values())
+                        .filter_map(CelValue::native)
+                        .collect(),
+                    other => other.as_list().map(|l| l.items()).unwrap_or_default(),
+                };
+                stack.extend(items.into_iter().map(|item| (item, at + 1)));
+            }
+        }
+    }
+    u64::try_from(largest).unwrap_or(u64::MAX)
+}
+
 /// Items of the largest list or map and the nesting depth of
 /// `to_json(value, depth)`'s JSON (as the parent module's `shape` gives
 /// them), without building it; `None` exactly where [`to_json`] fails,
