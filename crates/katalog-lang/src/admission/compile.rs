@@ -380,6 +380,30 @@ pub fn compile(
     for doc in &loaded.documents {
         let adm = &doc.doc.spec.admission;
         if let Some(list) = &adm.exclude_namespaces {
+            // Registered as the webhooks' namespaceSelector (`NotIn` on
+            // the namespace's name label), which takes names, no globs.
+            for (i, name) in list.iter().enumerate() {
+                let problem = if name.contains('*') {
+                    Some("these are registered as the webhooks' namespaceSelector, which takes names, not globs".to_string())
+                } else {
+                    super::namespace_pattern_problem(name)
+                };
+                if let Some(problem) = problem {
+                    let at = DocPath::default()
+                        .key("spec")
+                        .key("admission")
+                        .key("excludeNamespaces")
+                        .index(i);
+                    diags.push(
+                        Diagnostic::new(
+                            ErrorKind::Invalid,
+                            format!("`{name}` in excludeNamespaces is not a namespace name: {problem}"),
+                        )
+                        .at(doc.locate(&at), Some(&doc.source))
+                        .with_help("list each namespace by name; a rule's `match.namespaces.exclude` takes globs such as `kube-*`"),
+                    );
+                }
+            }
             let all = excluded.get_or_insert_with(Vec::new);
             all.extend(list.iter().cloned());
         }
