@@ -290,6 +290,20 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 0,
     },
+    // A suite with only fuzz work passes when every fuzz line does.
+    Case {
+        name: "test-fuzz-only",
+        args: &[
+            "test",
+            "--fuzz",
+            "300",
+            "--seed",
+            "3",
+            "crates/katalog-cli/tests/golden/fuzz-only.test.yaml",
+        ],
+        stdin: None,
+        code: 0,
+    },
     Case {
         name: "test-fuzz-finding",
         args: &[
@@ -579,6 +593,15 @@ const CASES: &[Case] = &[
     Case {
         name: "check-warnings",
         args: &["check", "crates/katalog-cli/tests/golden/unmatchable.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "check-authoring-warnings",
+        args: &[
+            "check",
+            "crates/katalog-cli/tests/golden/authoring-warnings.yaml",
+        ],
         stdin: None,
         code: 0,
     },

@@ -655,13 +655,13 @@ impl Compiler<'_> {
             let d = Diagnostic::new(
                 ErrorKind::Schema,
                 format!(
-                    "the hub `{}` is not the CRD's storage version `{storage}`",
-                    r.hub
+                    "the hub `{hub}` is not the CRD's storage version `{storage}`: the hub is the version every conversion goes through, so conversion stays correct, but every object is stored at `{storage}` and converted through `{hub}` on each read and write",
+                    hub = r.hub
                 ),
             )
             .at(doc.locate(&at.key("hub")), Some(&doc.source))
             .with_help(format!(
-                "make `{storage}` the hub, so stored objects need no conversion"
+                "make `{storage}` the hub (stored objects then need no conversion); a hub that differs from the storage version is only expected during a storage migration (`katalog migrate-storage`), until the hub follows the CRD"
             ))
             .warning();
             self.warnings.push(d);

@@ -258,6 +258,29 @@ impl Ctx<'_> {
             .help = Some(format!("add `{name}:` here"));
             return;
         }
+        if message.starts_with("data did not match any variant of untagged enum PodControllers") {
+            let (node, found) = self.root.walk(path);
+            let value = found.then(|| node.to_value());
+            let shown = value.as_ref().map_or("this".to_string(), crate::json::show);
+            let kinds = crate::admission::autogen::CONTROLLERS
+                .iter()
+                .map(|(k, ..)| *k)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let help = match &value {
+                Some(Value::String(k)) => {
+                    format!("a list, even of one kind: `podControllers: [{k}]`")
+                }
+                _ => format!("e.g. `podControllers: [Deployment, CronJob]`; the kinds are {kinds}"),
+            };
+            self.error(
+                ErrorKind::Shape,
+                path,
+                format!("`podControllers` is `true`, `false` or a list of pod controller kinds, not {shown}"),
+            )
+            .help = Some(help);
+            return;
+        }
         if message.starts_with("data did not match any variant of untagged enum Parts") {
             self.error(
                 ErrorKind::Shape,

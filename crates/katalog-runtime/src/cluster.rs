@@ -69,7 +69,7 @@ pub enum ClusterError {
         source: kube::Error,
     },
     #[error(
-        "failed to register conversion for CustomResourceDefinition {crd}: its storage version is {storage} but the Katalog's hub is {hub}; the hub must be the storage version"
+        "failed to register conversion for CustomResourceDefinition {crd}: its storage version is {storage} but the Katalog's hub is {hub}; the hub is the version every conversion goes through, and registering requires it to be the storage version, so that what etcd holds is what the Katalog's rules are written against (`katalog check` only warns: converting through another hub is correct, for a storage migration); make {storage} the hub, or make {hub} the CRD's storage version and run `katalog migrate-storage`"
     )]
     StorageVersion {
         crd: String,
@@ -480,6 +480,11 @@ mod tests {
         for part in ["crontabs.stable.example.com", "v1", "v2"] {
             assert!(m.contains(part), "{m}");
         }
+        // It says what the hub is and why registering needs it stored.
+        assert!(
+            m.contains("the hub is the version every conversion goes through"),
+            "{m}"
+        );
         let e = ClusterError::NotServed {
             crd: "crontabs.stable.example.com".into(),
             katalog: vec!["v1".into(), "v3".into()],

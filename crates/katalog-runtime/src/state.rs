@@ -231,7 +231,11 @@ impl State {
             Err(Unchanged) => Err(Error::Katalog(self.last_error().unwrap_or_default())),
             Err(Failed(e)) => {
                 self.metrics.reload_failures.inc();
-                tracing::error!(error = %e, path = %path.display(), "katalog reload failed; the previous Katalog keeps serving");
+                if self.current().is_some() {
+                    tracing::error!(error = %e, path = %path.display(), "katalog reload failed; the previous Katalog keeps serving");
+                } else {
+                    tracing::error!(error = %e, path = %path.display(), "katalog load failed; no Katalog is serving until the files compile");
+                }
                 self.set_error(Some(e.clone()));
                 Err(Error::Katalog(e))
             }
@@ -376,6 +380,61 @@ mod tests {
         .unwrap();
         assert!(matches!(state.reload(), Ok(true)));
         assert_eq!(state.last_error(), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What `reload` logs, captured.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_first_load_does_not_speak_of_a_previous_katalog() {
+        let dir = std::env::temp_dir().join(format!("katalog-first-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("k.yaml");
+        std::fs::write(&file, "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\n").unwrap();
+        let state = state(file.clone());
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let text = || String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(state.reload().is_err());
+            assert!(
+                text()
+                    .contains("katalog load failed; no Katalog is serving until the files compile"),
+                "{}",
+                text()
+            );
+            assert!(!text().contains("previous Katalog"), "{}", text());
+            // Once one serves, a broken edit keeps it.
+            std::fs::write(
+                &file,
+                "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec: {}\n",
+            )
+            .unwrap();
+            assert!(matches!(state.reload(), Ok(true)));
+            std::fs::write(&file, "apiVersion: katalog.dev/v1alpha1\nkind: Nope\n").unwrap();
+            assert!(state.reload().is_err());
+            assert!(
+                text().contains("katalog reload failed; the previous Katalog keeps serving"),
+                "{}",
+                text()
+            );
+        });
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -49,7 +49,7 @@ fn template_path(text: &str) -> Path {
 }
 
 /// True when the patterns name Pods themselves (`v1/pods`, `*/pods`, ...).
-fn names_pods(resources: &[ResourcePattern]) -> bool {
+pub(crate) fn names_pods(resources: &[ResourcePattern]) -> bool {
     resources.iter().any(|r| {
         r.resource.as_deref() == Some("pods") && r.group.as_deref().is_none_or(str::is_empty)
     })

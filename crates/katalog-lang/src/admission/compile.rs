@@ -31,6 +31,13 @@ struct Ctx<'a> {
     /// The declared resources the current rule selects (paths are checked
     /// against the schema of each at the rule's version).
     targets: Vec<super::DeclaredTarget>,
+    /// The resources the current rule names, for the types of well-known
+    /// fields its conditions test.
+    rule_resources: Vec<ResourcePattern>,
+    /// The current rule also applies to pod controllers (autogen).
+    rule_on_controllers: bool,
+    /// Located warnings: the Katalog compiles, but this looks wrong.
+    warnings: Vec<Diagnostic>,
     patterns: &'a mut crate::syntax::Patterns,
     controllers: &'a mut super::autogen::SharedControllers,
     /// Every expression compiled so far, by source: rules repeat their
@@ -70,6 +77,15 @@ impl Ctx<'_> {
             .push(Diagnostic::new(kind, message).at(self.doc.locate(at), Some(&self.doc.source)));
         let n = self.diags.0.len() - 1;
         &mut self.diags.0[n]
+    }
+
+    fn warning(&mut self, at: &DocPath, kind: ErrorKind, message: impl Into<String>, help: String) {
+        self.warnings.push(
+            Diagnostic::new(kind, message)
+                .at(self.doc.locate(at), Some(&self.doc.source))
+                .with_help(help)
+                .warning(),
+        );
     }
 
     /// An expression without `self` (conditions, messages, variables, values).
@@ -171,6 +187,24 @@ impl Ctx<'_> {
                 self.check_schema_at(&path, at);
             }
         }
+        // On a pod controller `object` is the pod view, whose metadata is
+        // the template's: it has no name.
+        if self.rule_on_controllers {
+            let name = Path::root().child("metadata").child("name");
+            let named = |root: &str| {
+                prog.selections(&[(root, &Path::root())])
+                    .iter()
+                    .any(|p| p.starts_with(&name))
+            };
+            if let Some(root) = ["object", "oldObject"].into_iter().find(|r| named(r)) {
+                self.warning(
+                    at,
+                    ErrorKind::Cel,
+                    format!("on the pod controllers this rule also applies to, `{root}` is the pod made from the template, whose metadata is the template's: `{root}.metadata.name` is absent there"),
+                    "give the rule `podControllers: false` to keep it to Pods, or guard it (`has(object.metadata.name) ? ... : ...`); the controller's own name is `request.name`".into(),
+                );
+            }
+        }
         (self.diags.len() == before).then_some(prog)
     }
 
@@ -178,6 +212,7 @@ impl Ctx<'_> {
         match Path::parse(text) {
             Ok(p) => {
                 self.check_schema(&p, at);
+                self.below_a_label_value(&p, at);
                 Some(p)
             }
             Err(e) => {
@@ -192,6 +227,46 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
+    /// Warn of a path that goes on below a label or annotation value (a
+    /// string): `metadata.labels.app.kubernetes["io/name"]` is the label
+    /// `app`'s value's `kubernetes` field, not the label
+    /// `app.kubernetes.io/name`.
+    fn below_a_label_value(&mut self, p: &Path, at: &DocPath) {
+        let segs = p.segments();
+        let Some(i) = segs.windows(2).position(|w| {
+            matches!(&w[0], Segment::Key(m) if m == "metadata")
+                && matches!(&w[1], Segment::Key(k) if k == "labels" || k == "annotations")
+        }) else {
+            return;
+        };
+        let rest = &segs[i + 2..];
+        if rest.len() < 2 {
+            return;
+        }
+        let keys: Option<Vec<&str>> = rest
+            .iter()
+            .map(|s| match s {
+                Segment::Key(k) => Some(k.as_str()),
+                _ => None,
+            })
+            .collect();
+        let map = Path::from_segments(segs[..i + 2].to_vec());
+        let value = Path::from_segments(segs[..i + 3].to_vec());
+        let help = match keys {
+            Some(keys) => format!(
+                "a key with dots or a slash is one segment, in quotes: `{}`",
+                map.child(keys.join("."))
+            ),
+            None => "a label or annotation value is a string: nothing is below it".into(),
+        };
+        self.warning(
+            at,
+            ErrorKind::Path,
+            format!("`{p}` goes on below `{value}`, a label or annotation value (a string): it never holds anything"),
+            help,
+        );
+    }
+
     /// Enter the body of a rule with (or without) `forEach`: `element` is
     /// bound, and relative paths are checked below the list's elements.
     fn enter_for_each(&mut self, f: Option<&ForEach>) {
@@ -305,6 +380,30 @@ pub fn compile(
     for doc in &loaded.documents {
         let adm = &doc.doc.spec.admission;
         if let Some(list) = &adm.exclude_namespaces {
+            // Registered as the webhooks' namespaceSelector (`NotIn` on
+            // the namespace's name label), which takes names, no globs.
+            for (i, name) in list.iter().enumerate() {
+                let problem = if name.contains('*') {
+                    Some("these are registered as the webhooks' namespaceSelector, which takes names, not globs".to_string())
+                } else {
+                    super::namespace_pattern_problem(name)
+                };
+                if let Some(problem) = problem {
+                    let at = DocPath::default()
+                        .key("spec")
+                        .key("admission")
+                        .key("excludeNamespaces")
+                        .index(i);
+                    diags.push(
+                        Diagnostic::new(
+                            ErrorKind::Invalid,
+                            format!("`{name}` in excludeNamespaces is not a namespace name: {problem}"),
+                        )
+                        .at(doc.locate(&at), Some(&doc.source))
+                        .with_help("list each namespace by name; a rule's `match.namespaces.exclude` takes globs such as `kube-*`"),
+                    );
+                }
+            }
             let all = excluded.get_or_insert_with(Vec::new);
             all.extend(list.iter().cloned());
         }
@@ -351,6 +450,9 @@ pub fn compile(
     let mut patterns = crate::syntax::Patterns::default();
     let mut controllers = super::autogen::SharedControllers::default();
     let mut programs = std::collections::HashMap::new();
+    let mut warnings: Vec<Diagnostic> = Vec::new();
+    // Where each compiled validation's `path` is written.
+    let mut validation_at: Vec<(&LoadedDocument, DocPath)> = Vec::new();
     for doc in &loaded.documents {
         let mut ctx = Ctx {
             doc,
@@ -364,6 +466,9 @@ pub fn compile(
             },
             schemas,
             targets: Vec::new(),
+            rule_resources: Vec::new(),
+            rule_on_controllers: false,
+            warnings: Vec::new(),
             patterns: &mut patterns,
             controllers: &mut controllers,
             programs: &mut programs,
@@ -400,6 +505,7 @@ pub fn compile(
             check_unique_name(&mut ctx, &mut seen_names, &v.name, &at, "validation");
             if let Some(v) = validation(&mut ctx, v, &at) {
                 ir.validations.push(v);
+                validation_at.push((doc, at.key("path")));
             }
         }
         for (i, m) in &doc.mutations {
@@ -462,6 +568,7 @@ pub fn compile(
         );
         strict |= sec.strict_mode;
         security.cleanup_on_shutdown |= sec.cleanup_on_shutdown;
+        warnings.append(&mut ctx.warnings);
     }
     for doc in &loaded.documents {
         for r in &doc.doc.spec.resources {
@@ -488,7 +595,73 @@ pub fn compile(
     }
     ir.security = security;
     ir.warnings = super::known::unmatchable_resources(loaded);
+    ir.warnings.extend(warnings);
+    ir.warnings
+        .extend(controller_copies(&ir.validations, &validation_at));
+    ir.warnings.sort_by(|a, b| a.loc.cmp(&b.loc));
     ir
+}
+
+/// Warnings for rules on a pod controller that check, in its pod template,
+/// a path a Pod rule already checks there through its pod controllers: a
+/// Katalog written before autogen, with the copies spelled out, reports
+/// twice on each such object.
+fn controller_copies(
+    validations: &[ValidationIr],
+    at: &[(&LoadedDocument, DocPath)],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (copy, (doc, path_at)) in validations.iter().zip(at) {
+        if copy.for_each.is_some() {
+            continue;
+        }
+        for (kind, g, v, r, _) in super::autogen::CONTROLLERS {
+            let named = copy
+                .matcher
+                .resources
+                .iter()
+                .any(|p| p.resource.as_deref() == Some(r) && p.matches(g, v, r));
+            if !named {
+                continue;
+            }
+            for pod_rule in validations {
+                if pod_rule.for_each.is_some() {
+                    continue;
+                }
+                let Some((_, template)) = pod_rule
+                    .matcher
+                    .pod_controllers
+                    .iter()
+                    .find(|(p, _)| p.matches(g, v, r))
+                else {
+                    continue;
+                };
+                let Some(copied) = copy
+                    .paths
+                    .iter()
+                    .find(|cp| pod_rule.paths.iter().any(|pp| template.join(pp) == **cp))
+                else {
+                    continue;
+                };
+                out.push(
+                    Diagnostic::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "this rule checks `{copied}` on {kind}s, which rule `{}` (on Pods) already checks there through its pod controllers: each {kind} gets both findings",
+                            pod_rule.name
+                        ),
+                    )
+                    .at(doc.locate(path_at), Some(&doc.source))
+                    .with_help(format!(
+                        "remove this copy (pod controllers make it), or give `{}` `podControllers: false` to keep it to Pods",
+                        pod_rule.name
+                    ))
+                    .warning(),
+                );
+            }
+        }
+    }
+    out
 }
 
 fn check_unique_name(
@@ -727,6 +900,7 @@ fn matcher(
     };
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
+    ctx.rule_resources = ir.resources.clone();
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
     match super::autogen::controllers_for(
         &ir.resources,
@@ -739,6 +913,15 @@ fn matcher(
             ctx.error(&at.key("podControllers"), ErrorKind::Invalid, e);
         }
     }
+    ctx.rule_on_controllers = !ir.pod_controllers.is_empty();
+    if pod_controllers.is_some() && !super::autogen::names_pods(&ir.resources) {
+        ctx.warning(
+            &at.key("podControllers"),
+            ErrorKind::Invalid,
+            "`podControllers` says which pod controllers a rule on Pods also applies to, and this rule names no Pods (`v1/pods`): it does nothing here",
+            "remove it, or name the controllers in `resources` (e.g. `apps/v1/deployments`)".into(),
+        );
+    }
     let default = Match::default();
     let m = m.unwrap_or(&default);
     let mat = at.key("match");
@@ -748,6 +931,21 @@ fn matcher(
         m.operations.iter().copied().collect()
     };
     if let Some(ns) = &m.namespaces {
+        for (key, list) in [("include", &ns.include), ("exclude", &ns.exclude)] {
+            for (i, name) in list.iter().enumerate() {
+                if let Some(problem) = super::namespace_pattern_problem(name) {
+                    ctx.error(
+                        &mat.key("namespaces").key(key).index(i),
+                        ErrorKind::Invalid,
+                        format!("`{name}` can match no namespace: {problem}"),
+                    )
+                    .help = Some(
+                        "give namespace names, or prefix or suffix globs such as `kube-*` or `*-system`"
+                            .into(),
+                    );
+                }
+            }
+        }
         for (i, name) in ns.include.iter().enumerate() {
             if ctx.excluded.contains(name) {
                 ctx.error(
@@ -839,6 +1037,18 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         return None;
     };
     let checked = paths.first().cloned().unwrap_or_default();
+    // The condition's path from the object's root (below the element in
+    // `forEach.when`), for the types of well-known fields.
+    let full = match (ctx.scope.element, &ctx.scope.element_base) {
+        (false, _) => paths.first().cloned(),
+        (true, Some(base)) => paths.first().map(|p| base.join(p)),
+        (true, None) => None,
+    };
+    if let Some(full) = full
+        && let Some(t) = super::types::field_type(&ctx.rule_resources, &full)
+    {
+        typed_literals(ctx, t, &full, check_doc, &at.key("check"));
+    }
     let mut check = check(ctx, check_doc, &checked, &at.key("check"))?;
     check.quantifier = quantifier(ctx, c.quantifier, &paths, at)?;
     if check.immutable {
@@ -1118,11 +1328,19 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
             None => check = None,
         }
     }
-    if v.for_each.is_none()
-        && let Some(first) = paths.first()
-        && let Some(t) = super::types::field_type(&matcher.resources, first)
+    // Inside `forEach` the path is below each element of the list.
+    let typed_path = match (&v.for_each, &for_each) {
+        (None, _) => paths.first().cloned(),
+        (Some(_), Some(f)) => f
+            .lists
+            .first()
+            .map(|list| list.join(paths.first().unwrap_or(&Path::root()))),
+        (Some(_), None) => None,
+    };
+    if let Some(full) = typed_path
+        && let Some(t) = super::types::field_type(&matcher.resources, &full)
     {
-        typed_literals(ctx, t, first, &v.check, &at.key("check"));
+        typed_literals(ctx, t, &full, &v.check, &at.key("check"));
     }
     if v.check.unique && paths.iter().all(|p| !p.has_wildcard()) {
         ctx.error(
@@ -1136,10 +1354,12 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         .message_expression
         .as_ref()
         .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
-    // The rule's variables see the Katalog-wide ones and their predecessors.
+    // The rule's variables see the Katalog-wide ones and their
+    // predecessors; in a rule with `forEach`, they are evaluated per
+    // element and see `element` and `elementIndex` too.
     ctx.scope = CelScope {
-        element: false,
-        element_base: None,
+        element: v.for_each.is_some(),
+        element_base: ctx.scope.element_base.clone(),
         ..outer.clone()
     };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
@@ -1154,7 +1374,12 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         when.programs(&mut before_verdict);
     }
     let variable_uses = super::VariableUse::of(&vars, &before_verdict, message_expression.as_ref());
+    let variables_per_element = for_each.is_some()
+        && vars
+            .iter()
+            .any(|(_, p)| !p.unbound_identifiers(&CEL_BINDINGS).is_empty());
     Some(ValidationIr {
+        variables_per_element,
         name: v.name.clone(),
         matcher,
         action: v.action,

@@ -540,9 +540,26 @@ impl<'i, 'e> Vars<'i, 'e> {
             .eval(prog, Some(this), self.element.as_ref(), local)
     }
 
+    /// A rule's variable: in a `forEach` element's scope, it sees `element`
+    /// and `elementIndex`.
+    fn variable(
+        &self,
+        prog: &'i CelProgram,
+        vars: &CelValue<'i>,
+    ) -> Result<CelValue<'i>, EvalError> {
+        match &self.element {
+            Some(element) => self
+                .activation
+                .eval(prog, None, Some(element), Some(vars))
+                .map(CelValue::from_owned_json),
+            None => self.activation.eval_value(prog, Some(vars)),
+        }
+    }
+
     /// The Katalog-wide variables plus the rule's own its check reads (see
     /// [`VariableUse`]), evaluated in order. A rule's variables are
-    /// evaluated before its `forEach`: they see no `element`.
+    /// evaluated once, before its `forEach`, unless one reads `element`:
+    /// then in each element's scope.
     fn check_locals(&self, v: &'i ValidationIr) -> Result<Option<CelValue<'i>>, EvalError> {
         if !v.variable_uses.contains(&VariableUse::Check) {
             return Ok(None);
@@ -554,7 +571,7 @@ impl<'i, 'e> Vars<'i, 'e> {
             .zip(&v.variable_uses)
             .filter(|(_, u)| **u == VariableUse::Check)
         {
-            let value = self.activation.eval_value(prog, Some(&vars))?;
+            let value = self.variable(prog, &vars)?;
             vars.set_field(name, &value);
         }
         Ok(Some(vars))
@@ -580,12 +597,12 @@ impl<'i, 'e> Vars<'i, 'e> {
             let value = match (used, checked.and_then(|c| c.field(name))) {
                 (VariableUse::Unused, _) => continue,
                 (VariableUse::Check, Some(value)) => value.clone(),
-                _ => self.activation.eval_value(prog, Some(&vars)).map_err(|e| {
-                    EvalError::Variable {
+                _ => self
+                    .variable(prog, &vars)
+                    .map_err(|e| EvalError::Variable {
                         name: name.clone(),
                         reason: Box::new(e),
-                    }
-                })?,
+                    })?,
             };
             vars.set_field(name, &value);
         }
@@ -645,10 +662,16 @@ fn matches_scope(
     if !sub_ok {
         return Ok(false);
     }
-    if !m.namespaces_include.is_empty() && !m.namespaces_include.contains(&input.namespace) {
+    let listed = |list: &[String]| {
+        list.iter()
+            .any(|p| super::namespace_matches(p, &input.namespace))
+    };
+    if !m.namespaces_include.is_empty()
+        && (input.namespace.is_empty() || !listed(&m.namespaces_include))
+    {
         return Ok(false);
     }
-    if m.namespaces_exclude.contains(&input.namespace) && !input.namespace.is_empty() {
+    if !input.namespace.is_empty() && listed(&m.namespaces_exclude) {
         return Ok(false);
     }
     // Without the namespace object the apiserver has applied the selector
@@ -749,6 +772,11 @@ fn selected<'v>(paths: &[Path], object: &'v Value) -> Vec<(Path, &'v Value)> {
     paths.iter().flat_map(|p| p.select(object)).collect()
 }
 
+/// A check's violations, each with the `[*]` element it is about (as a
+/// message shows its path), when the check's path has a `[*]`: a rule's own
+/// message is repeated for each element, as the built-in ones are.
+type Violations = Vec<(Option<String>, String)>;
+
 /// The violations of a check (empty: it passes). Errors are evaluation failures.
 ///
 /// A `[*]` path reaches *elements* (the values of its innermost wildcard; with
@@ -763,7 +791,7 @@ fn run_check(
     input: &AdmissionInput,
     vars: &Vars,
     locals: Option<&CelValue<'_>>,
-) -> Result<Vec<String>, EvalError> {
+) -> Result<Violations, EvalError> {
     let paths = rebased(paths, &vars.base);
     if paths.is_empty()
         && check.cel_only()
@@ -789,8 +817,8 @@ fn check_paths(
     input: &AdmissionInput,
     vars: &Vars,
     locals: Option<&CelValue<'_>>,
-) -> Result<Vec<String>, EvalError> {
-    let mut out = Vec::new();
+) -> Result<Violations, EvalError> {
+    let mut out: Violations = Vec::new();
     let null = Value::Null;
     let object = subject(input).unwrap_or(&null);
     // Formatted only into a message.
@@ -817,9 +845,14 @@ fn check_paths(
         }
         per.push(found);
     }
+    // The element a violation is about, for a `[*]` path.
+    let element = |p: &dyn Concrete, wildcard: bool| wildcard.then(|| shown(at, p).to_string());
     match check.quantifier {
         Quantifier::All => {
-            out.extend(per.into_iter().flatten());
+            for ((p, _), found) in elems.iter().zip(per) {
+                let e = element(p, p.pattern.has_wildcard());
+                out.extend(found.into_iter().map(|f| (e.clone(), f)));
+            }
         }
         Quantifier::Any => {
             let passing = elems
@@ -827,9 +860,12 @@ fn check_paths(
                 .zip(&per)
                 .any(|((_, v), found)| found.is_empty() && (v.is_some() || check.absent));
             if elems.is_empty() {
-                out.push(format!(
-                    "{} selects nothing; at least one element must pass",
-                    path_text()
+                out.push((
+                    None,
+                    format!(
+                        "{} selects nothing; at least one element must pass",
+                        path_text()
+                    ),
                 ));
             } else if !passing {
                 let why: Vec<String> = elems
@@ -843,7 +879,7 @@ fn check_paths(
                         }
                     })
                     .collect();
-                out.push(none_passes(&path_text(), &why));
+                out.push((None, none_passes(&path_text(), &why)));
             }
         }
     }
@@ -858,11 +894,14 @@ fn check_paths(
                 crate::budget::check_deadline()?;
             }
             if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
-                out.push(format!(
-                    "{} repeats the value {} of {}",
-                    shown(at, *p),
-                    show(v),
-                    shown(at, *q)
+                out.push((
+                    element(*p, true),
+                    format!(
+                        "{} repeats the value {} of {}",
+                        shown(at, *p),
+                        show(v),
+                        shown(at, *q)
+                    ),
                 ));
             }
         }
@@ -871,18 +910,25 @@ fn check_paths(
         && input.operation == Operation::Update
         && let (Some(old), Some(new)) = (&input.old_object, &input.object)
     {
+        let wildcard = paths.iter().any(Path::has_wildcard);
         for (p, was) in selected(paths, old) {
             match p.get(new) {
-                None => out.push(format!(
-                    "{} is immutable and may not be removed (was {})",
-                    shown(at, &p),
-                    show(was)
+                None => out.push((
+                    element(&p, wildcard),
+                    format!(
+                        "{} is immutable and may not be removed (was {})",
+                        shown(at, &p),
+                        show(was)
+                    ),
                 )),
-                Some(now) if !json_eq(now, was) => out.push(format!(
-                    "{} is immutable: it was {}, now {}",
-                    shown(at, &p),
-                    show(was),
-                    show(now)
+                Some(now) if !json_eq(now, was) => out.push((
+                    element(&p, wildcard),
+                    format!(
+                        "{} is immutable: it was {}, now {}",
+                        shown(at, &p),
+                        show(was),
+                        show(now)
+                    ),
                 )),
                 Some(_) => {}
             }
@@ -903,7 +949,7 @@ fn whole_object_by_cel(
     input: &AdmissionInput,
     vars: &Vars,
     locals: Option<&CelValue<'_>>,
-) -> Result<Vec<String>, EvalError> {
+) -> Result<Violations, EvalError> {
     let this = input
         .object
         .as_ref()
@@ -918,8 +964,8 @@ fn whole_object_by_cel(
     cel_test(prog, &at, vars.eval_bound(prog, this, locals)?, &mut found)?;
     Ok(match check.quantifier {
         // The whole object is the one element; its path is written as none.
-        Quantifier::Any if !found.is_empty() => vec![none_passes("", &found)],
-        Quantifier::All | Quantifier::Any => found,
+        Quantifier::Any if !found.is_empty() => vec![(None, none_passes("", &found))],
+        Quantifier::All | Quantifier::Any => found.into_iter().map(|f| (None, f)).collect(),
     })
 }
 
@@ -1305,7 +1351,12 @@ fn validate<'i>(
         }
         verdict.matched.push(v.name.clone());
         // The `scale` subresource's immutability check reads no variable.
-        let locals = if implied { None } else { vars.check_locals(v)? };
+        // Per-element variables are evaluated in each element's scope.
+        let locals = if implied || v.variables_per_element {
+            None
+        } else {
+            vars.check_locals(v)?
+        };
         // Built once, when the first message needs them.
         let message_locals = OnceCell::new();
         let for_message = || {
@@ -1320,9 +1371,19 @@ fn validate<'i>(
         };
         let mut parts = Vec::new();
         for (scope, label) in for_each_scopes(each, input, vars)? {
+            // Variables that read `element` are the element's own.
+            let own = (v.variables_per_element && !implied)
+                .then(|| scope.check_locals(v))
+                .transpose()?;
+            let locals = own.as_ref().unwrap_or(&locals);
             let violations = run_check(check, &v.paths, input, &scope, locals.as_ref())?;
             if !violations.is_empty() {
-                let message = violation_message(v, &scope, violations, &for_message);
+                let message = if v.variables_per_element {
+                    let own_message = || scope.message_locals(v, locals.as_ref());
+                    violation_message(v, &scope, violations, &own_message)
+                } else {
+                    violation_message(v, &scope, violations, &for_message)
+                };
                 parts.push(format!("{label}: {message}"));
             }
         }
@@ -1383,9 +1444,20 @@ fn for_each_scopes<'i, 'e>(
 fn violation_message<'i>(
     v: &'i ValidationIr,
     vars: &Vars<'i, '_>,
-    violations: Vec<String>,
+    violations: Violations,
     locals: &dyn Fn() -> Result<Option<CelValue<'i>>, EvalError>,
 ) -> String {
+    // A rule's own message, once for each `[*]` element that fails, after
+    // the element's path when several do.
+    let mut elements: Vec<String> = Vec::new();
+    for (e, _) in &violations {
+        if let Some(e) = e
+            && !elements.contains(e)
+        {
+            elements.push(e.clone());
+        }
+    }
+    let violations: Vec<String> = violations.into_iter().map(|(_, text)| text).collect();
     let custom = match &v.message_expression {
         Some(prog) => match locals().and_then(|locals| vars.eval(prog, None, locals.as_ref())) {
             Ok(Value::String(s)) => Some(s),
@@ -1401,6 +1473,17 @@ fn violation_message<'i>(
         },
         None => v.message.clone(),
     };
+    let custom = custom.map(|message| {
+        if elements.len() < 2 {
+            message
+        } else {
+            elements
+                .iter()
+                .map(|e| format!("{e}: {message}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    });
     match custom {
         // A rule's own message on a controller says where the pod template is.
         Some(message) if !vars.shown_at.is_root() => {

@@ -134,6 +134,51 @@ pub(crate) fn short_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
+/// Whether `namespace` matches a `match.namespaces` entry: a name, or a
+/// prefix or suffix glob as Gatekeeper's (`kube-*`, `*-system`; `*` alone
+/// matches every namespace).
+pub fn namespace_matches(pattern: &str, namespace: &str) -> bool {
+    if let Some(prefix) = pattern.strip_suffix('*') {
+        return namespace.starts_with(prefix);
+    }
+    if let Some(suffix) = pattern.strip_prefix('*') {
+        return namespace.ends_with(suffix);
+    }
+    pattern == namespace
+}
+
+/// Why a `match.namespaces` entry can match no namespace: a namespace is a
+/// DNS label (lowercase letters, digits and `-`, at most 63, starting and
+/// ending with a letter or digit), and a glob has one `*`, at its start or
+/// its end.
+pub fn namespace_pattern_problem(pattern: &str) -> Option<String> {
+    let stars = pattern.matches('*').count();
+    let body = pattern.trim_start_matches('*').trim_end_matches('*');
+    if stars > 1
+        || (stars == 1 && pattern.len() > 1 && !pattern.starts_with('*') && !pattern.ends_with('*'))
+    {
+        return Some(
+            "a glob has one `*`, at the start or at the end (`kube-*`, `*-system`)".into(),
+        );
+    }
+    if body.len() > 63 || (stars == 0 && body.is_empty()) {
+        return Some("a namespace name is 1 to 63 characters".into());
+    }
+    if !body
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Some("a namespace name has only lowercase letters, digits and `-`".into());
+    }
+    let edge_ok = |c: Option<u8>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+    if (!pattern.starts_with('*') && !edge_ok(body.bytes().next()))
+        || (!pattern.ends_with('*') && !edge_ok(body.bytes().last()))
+    {
+        return Some("a namespace name starts and ends with a letter or digit".into());
+    }
+    None
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectorIr {
     pub match_labels: Vec<(String, String)>,
@@ -376,6 +421,9 @@ pub struct ValidationIr {
     pub variables: Vec<(String, CelProgram)>,
     /// When each of `variables` is evaluated (see [`VariableUse`]).
     pub variable_uses: Vec<VariableUse>,
+    /// With `forEach`, a variable reads `element` or `elementIndex`: the
+    /// variables are evaluated for each element instead of once.
+    pub variables_per_element: bool,
     /// With `forEach`, `paths` are relative to each element.
     pub for_each: Option<ForEachIr>,
     /// Where the object keeps what the `scale` subresource writes: the

@@ -282,8 +282,8 @@ impl Ctx<'_> {
         // start from: it applies the default exactly where the parent exists.
         for d in std::mem::replace(&mut self.deferred, deferred_outer) {
             match (d.value, parent_exists(&d.path, obj)) {
-                (Some(v), false) => self.stash.put(&d.annotation, &d.section, &d.key, v),
-                (None, true) => self.stash.mark_absent(&d.annotation, &d.section, &d.key),
+                (Some(v), false) => self.stash.put(&d.annotation, &d.section, &d.key, v)?,
+                (None, true) => self.stash.mark_absent(&d.annotation, &d.section, &d.key)?,
                 _ => {}
             }
         }
@@ -328,7 +328,7 @@ impl Ctx<'_> {
                             value: Some(v),
                             path: path.clone(),
                         }),
-                        Some(v) => self.stash.put(annotation, section, &key, v),
+                        Some(v) => self.stash.put(annotation, section, &key, v)?,
                         None if default.is_some() => self.deferred.push(Deferred {
                             annotation: annotation.clone(),
                             section: section.clone(),
@@ -340,7 +340,7 @@ impl Ctx<'_> {
                     }
                     vec![]
                 } else {
-                    match self.stash.take(annotation, section, &key)? {
+                    match self.stash.take(annotation, section, &key, true)? {
                         Some(Stashed::Value(v)) => vec![(path.clone(), v)],
                         Some(Stashed::Absent) => vec![],
                         None if parent => {
@@ -430,7 +430,7 @@ impl Ctx<'_> {
                 let old_marker = match marker {
                     Some(slot) if self.stash.has(&slot.annotation) => {
                         self.stash
-                            .take(&slot.annotation, &slot.section, &marker_key)?
+                            .take(&slot.annotation, &slot.section, &marker_key, false)?
                     }
                     _ => None,
                 };
@@ -443,7 +443,7 @@ impl Ctx<'_> {
                         && v.as_str() == Some(all.as_str())
                     {
                         self.stash
-                            .put(&slot.annotation, &slot.section, &marker_key, v);
+                            .put(&slot.annotation, &slot.section, &marker_key, v)?;
                         return Ok(vec![]);
                     }
                     let Some(s) = v.as_str() else {

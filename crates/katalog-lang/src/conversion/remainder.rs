@@ -63,8 +63,8 @@ pub enum RemainderError {
     NotARemainder { annotation: String },
     /// Up: the object is at another `resourceVersion` than the record was written at.
     #[error(
-        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but this object is at resourceVersion {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
-        .now.as_deref().unwrap_or_default(),
+        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
+        now_at(.now.as_deref()),
         list(.fields)
     )]
     StaleResourceVersion {
@@ -246,6 +246,14 @@ pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), RemainderError> {
         });
     }
     Ok(())
+}
+
+/// Where the object is now, for a staleness message.
+pub(super) fn now_at(resource_version: Option<&str>) -> String {
+    match resource_version {
+        Some(rv) => format!("this object is at resourceVersion {rv}"),
+        None => "this object has no resourceVersion".to_string(),
+    }
 }
 
 fn paths_of(fields: &[(Path, Value)]) -> Vec<Path> {

@@ -13,6 +13,15 @@ use crate::json::node::parse_value;
 /// The key that lists the fields of a section that were absent.
 const ABSENT: &str = "!absent";
 
+/// The key that records the object's `resourceVersion` when a section was
+/// written, so that a stale copy of it is not taken back: the guard of the
+/// whole-remainder stash, per section. Only `resourceVersion` is recorded:
+/// it is there for `katalog convert` of an object read from a cluster and
+/// never in a conversion the apiserver asks for, so it costs a cluster
+/// nothing; `metadata.generation` is not, because a write at the hub raises
+/// it without any conversion seeing it, and a read must not fail for that.
+const AT: &str = "!resourceVersion";
+
 /// A stashed value, or the record that the field was absent.
 pub(super) enum Stashed {
     Value(Value),
@@ -25,6 +34,8 @@ pub(super) struct StashState {
     /// Annotation key → its parsed content, for each annotation used so far.
     annotations: Vec<(String, Map<String, Value>)>,
     original: Option<Map<String, Value>>,
+    /// The object's `resourceVersion`.
+    now: Option<String>,
 }
 
 impl StashState {
@@ -66,12 +77,11 @@ impl StashState {
         let entry = content
             .entry(section.to_string())
             .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
         match entry {
             Value::Object(m) => Ok(m),
-            _ => fail("internal: stash section is not an object"),
+            _ => fail(format!(
+                "annotation `{annotation}` is not a stash the engine wrote (its `{section}` entry must be a JSON object); remove it or fix it"
+            )),
         }
     }
 
@@ -84,21 +94,38 @@ impl StashState {
                 .is_some_and(|a| a.contains_key(annotation))
     }
 
-    pub(super) fn put(&mut self, annotation: &str, section: &str, key: &str, v: Value) {
-        if let Ok(s) = self.section(annotation, section) {
-            s.insert(key.to_string(), v);
-        }
+    /// Keep `v` under `key`. Fails, rather than drop the value, when the
+    /// object's annotation is not a stash the engine can add to.
+    pub(super) fn put(
+        &mut self,
+        annotation: &str,
+        section: &str,
+        key: &str,
+        v: Value,
+    ) -> Result<(), ConvertError> {
+        let at = self.now.clone();
+        let s = self.section(annotation, section)?;
+        s.insert(key.to_string(), v);
+        stamp(s, at);
+        Ok(())
     }
 
-    pub(super) fn mark_absent(&mut self, annotation: &str, section: &str, key: &str) {
-        if let Ok(s) = self.section(annotation, section) {
-            let list = s
-                .entry(ABSENT.to_string())
-                .or_insert_with(|| Value::Array(vec![]));
-            if let Value::Array(a) = list {
-                a.push(Value::String(key.to_string()));
-            }
+    pub(super) fn mark_absent(
+        &mut self,
+        annotation: &str,
+        section: &str,
+        key: &str,
+    ) -> Result<(), ConvertError> {
+        let at = self.now.clone();
+        let s = self.section(annotation, section)?;
+        let list = s
+            .entry(ABSENT.to_string())
+            .or_insert_with(|| Value::Array(vec![]));
+        if let Value::Array(a) = list {
+            a.push(Value::String(key.to_string()));
         }
+        stamp(s, at);
+        Ok(())
     }
 
     pub(super) fn take(
@@ -106,8 +133,13 @@ impl StashState {
         annotation: &str,
         section: &str,
         key: &str,
+        guarded: bool,
     ) -> Result<Option<Stashed>, ConvertError> {
+        let now = self.now.clone();
         let s = self.section(annotation, section)?;
+        if guarded && let Some(message) = stale(annotation, s, now.as_deref()) {
+            return fail(message);
+        }
         if let Some(v) = s.shift_remove(key) {
             return Ok(Some(Stashed::Value(v)));
         }
@@ -164,7 +196,8 @@ impl StashState {
             return fail("metadata.annotations is not an object");
         };
         for (key, mut content) in self.annotations.drain(..) {
-            content.retain(|_, v| !matches!(v, Value::Object(m) if m.is_empty()));
+            // A section left with only its resourceVersion is empty.
+            content.retain(|_, v| !matches!(v, Value::Object(m) if m.keys().all(|k| k == AT)));
             if content.is_empty() {
                 ann.shift_remove(&key);
             } else {
@@ -198,6 +231,42 @@ impl StashState {
                 .and_then(|m| m.get("annotations"))
                 .and_then(Value::as_object)
                 .cloned(),
+            now: obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
+}
+
+/// Record in a section the `resourceVersion` it was written at.
+fn stamp(section: &mut Map<String, Value>, at: Option<String>) {
+    match at {
+        Some(at) => section.insert(AT.to_string(), Value::String(at)),
+        None => section.shift_remove(AT),
+    };
+}
+
+/// Why a section is not to be taken back: it was written when the object
+/// was at another `resourceVersion`.
+fn stale(annotation: &str, section: &Map<String, Value>, now: Option<&str>) -> Option<String> {
+    let written = section.get(AT)?.as_str()?;
+    if now == Some(written) {
+        return None;
+    }
+    let mut fields: Vec<String> = section
+        .keys()
+        .filter(|k| !k.starts_with('!'))
+        .map(|k| format!("`{k}`"))
+        .collect();
+    if fields.len() > 5 {
+        let more = fields.len() - 5;
+        fields.truncate(5);
+        fields.push(format!("and {more} more"));
+    }
+    Some(format!(
+        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
+        super::remainder::now_at(now),
+        fields.join(", ")
+    ))
 }

@@ -11,7 +11,8 @@
 //! rules name on either side:
 //! - `apiVersion` (written) and `kind` (read by the invariant check);
 //! - every stash annotation a rule of either leg keeps or restores
-//!   (`metadata.annotations[…]`);
+//!   (`metadata.annotations[…]`), with `metadata.resourceVersion`, which
+//!   the stash records and compares;
 //! - the parents of all of these: they are created, emptied or removed, so
 //!   they are objects with some members touched.
 //!
@@ -185,6 +186,13 @@ fn annotation(name: &str) -> Path {
         .child(name.to_string())
 }
 
+/// A stash annotation, and the `resourceVersion` its sections record and
+/// compare.
+fn stash(name: &str, touch: &mut Touch) {
+    touch.add(&annotation(name));
+    touch.add(&Path::root().child("metadata").child("resourceVersion"));
+}
+
 /// Add what these rules touch. `top`: the rules are a version's own, whose
 /// paths start at the object's root (rules under a `forEach` are relative
 /// to an element, which the `forEach` touches whole). `None` for CEL.
@@ -200,10 +208,10 @@ fn rules(ir: &Ir, ids: &[RuleId], top: bool, touch: &mut Touch) -> Option<()> {
         }
         match &rule.op {
             Op::Cel { .. } => return None,
-            Op::Stash { annotation: a, .. } => touch.add(&annotation(a)),
+            Op::Stash { annotation: a, .. } => stash(a, touch),
             Op::Split {
                 marker: Some(slot), ..
-            } => touch.add(&annotation(&slot.annotation)),
+            } => stash(&slot.annotation, touch),
             Op::ForEach { rules: nested, .. } => rules(ir, nested, false, touch)?,
             _ => {}
         }
