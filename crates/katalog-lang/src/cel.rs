@@ -55,6 +55,7 @@
 mod native;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::fmt;
@@ -1896,8 +1897,27 @@ fn cached_matches(
         .map_err(|refused| ftx.error(format!("matches(): {refused}")))?;
     match REGEX_CACHE.get_or_compile(&pattern) {
         Ok(re) => Ok(re.is_match(&this)),
-        Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
+        Err(err) => Err(ftx.error(format!(
+            "'{}' not a valid regex:\n{}",
+            clipped(&pattern),
+            clipped(&err.to_string())
+        ))),
     }
+}
+
+/// `text` as an error message shows it: its first 200 bytes, and how long
+/// it is when longer (a pattern from the object may be megabytes, and the
+/// message goes to the client, the logs and `/katalog`).
+fn clipped(text: &str) -> Cow<'_, str> {
+    const SHOWN: usize = 200;
+    if text.len() <= SHOWN {
+        return Cow::Borrowed(text);
+    }
+    let mut end = SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
 }
 
 /// The cost of one regex search (`matches`, `find`, `findAll`), charged
@@ -1925,9 +1945,10 @@ fn charged_regex(function: &str, text: &str, pattern: &str) -> Result<Regex, Exe
     crate::budget::charge(regex_cost(pattern, text)).map_err(|refused| {
         ExecutionError::function_error(function, format!("{function}(): {refused}"))
     })?;
-    REGEX_CACHE
-        .get_or_compile(pattern)
-        .map_err(|e| ExecutionError::function_error(function, format!("invalid regex: {e}")))
+    REGEX_CACHE.get_or_compile(pattern).map_err(|e| {
+        let e = e.to_string();
+        ExecutionError::function_error(function, format!("invalid regex: {}", clipped(&e)))
+    })
 }
 
 /// `<string>.find(<string>) -> <string>`: the first match, or `''`
@@ -3022,6 +3043,11 @@ mod tests {
             "{msg}"
         );
         assert_eq!(eval0("'aaa'.matches('a{3}')"), json!(true));
+        // A long pattern is not copied whole into the message.
+        let long = json!("a".repeat(90_000));
+        let msg = eval_err("'a'.matches(self)", &[("self", &long)]);
+        assert!(msg.contains("size limit") && msg.len() < 1_000, "{msg}");
+        assert!(msg.contains("... (90000 bytes)"), "{msg}");
     }
 
     /// Within one evaluation, every `matches()` checks the deadline: an
