@@ -123,7 +123,7 @@ pub struct Metrics {
     pub katalog_info: Family<HashLabels, Gauge>,
     pub cert_reloads: Counter,
     pub cert_reload_failures: Counter,
-    /// Reviews being answered right now.
+    /// Reviews being evaluated right now (bodies still arriving are not counted).
     pub in_flight: Gauge,
     pub evaluations: Evaluations,
     /// When the serving certificate expires (Unix seconds).
@@ -218,7 +218,7 @@ impl Default for Metrics {
         );
         registry.register(
             "reviews_in_flight",
-            "Reviews being answered right now",
+            "Reviews being evaluated right now (bodies still arriving are not counted)",
             m.in_flight.clone(),
         );
         registry.register(
