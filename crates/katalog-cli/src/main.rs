@@ -1330,6 +1330,16 @@ fn migrate_storage(
     }
 }
 
+/// A line of `katalog serve` on standard error, dropped when it cannot be
+/// written: the reader of a log pipe may have gone (`katalog serve 2>&1 |
+/// head -2`), and the server must go on serving (and stop on SIGTERM).
+macro_rules! serve_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// `katalog serve`: the flags mapped to a [`katalog_runtime::ServeConfig`],
 /// which the runtime builds and runs.
 fn serve(args: ServeArgs) -> Result<(), Exit> {
@@ -1413,7 +1423,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     }
     let serve = Serve::new_from_config(config).map_err(serve_exit)?;
     if let Some((secret, applied)) = serve.secret_applied() {
-        eprintln!(
+        serve_note!(
             "certificate: Secret {secret} {}{}",
             applied.action,
             if applied.reasons.is_empty() {
@@ -1428,13 +1438,13 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             if let Some(ca) = &listening.development_ca {
                 let port = listening.addr.port();
                 let ca = std::fs::canonicalize(ca).unwrap_or_else(|_| ca.clone());
-                eprintln!("development CA: {}", ca.display());
+                serve_note!("development CA: {}", ca.display());
                 let example = std::fs::canonicalize(
                     "crates/katalog-lang/src/conversion/testdata/conversion-review-v1.json",
                 )
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|_| "review.json".into());
-                eprintln!(
+                serve_note!(
                     "try: curl --cacert {} -H 'Content-Type: application/json' https://127.0.0.1:{port}/convert -d @{example}",
                     ca.display()
                 );
