@@ -125,6 +125,9 @@ pub struct Metrics {
     pub cert_reload_failures: Counter,
     /// Reviews being evaluated right now (bodies still arriving are not counted).
     pub in_flight: Gauge,
+    /// Request bytes the reviews in flight hold, bodies still arriving
+    /// included (what `--max-bytes-in-flight` bounds).
+    pub bytes_in_flight: Gauge,
     pub evaluations: Evaluations,
     /// When the serving certificate expires (Unix seconds).
     pub cert_expiry: Gauge,
@@ -151,6 +154,7 @@ impl Default for Metrics {
             cert_reloads: Counter::default(),
             cert_reload_failures: Counter::default(),
             in_flight: Gauge::default(),
+            bytes_in_flight: Gauge::default(),
             evaluations: Evaluations::new(&evaluations),
             cert_expiry: Gauge::default(),
             leader: Family::default(),
@@ -220,6 +224,11 @@ impl Default for Metrics {
             "reviews_in_flight",
             "Reviews being evaluated right now (bodies still arriving are not counted)",
             m.in_flight.clone(),
+        );
+        registry.register(
+            "request_bytes_in_flight",
+            "Request bytes held by the reviews in flight, bodies still arriving included (--max-bytes-in-flight)",
+            m.bytes_in_flight.clone(),
         );
         registry.register(
             "evaluations",

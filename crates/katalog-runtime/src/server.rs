@@ -345,6 +345,8 @@ struct InFlight {
     /// Whether this review holds a place (counts in `gauge`).
     placed: std::sync::atomic::AtomicBool,
     bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// `bytes`, as `katalog_request_bytes_in_flight` shows it.
+    bytes_gauge: prometheus_client::metrics::gauge::Gauge,
     held: std::sync::atomic::AtomicUsize,
 }
 
@@ -354,6 +356,7 @@ impl InFlight {
             gauge: state.metrics.in_flight.clone(),
             placed: std::sync::atomic::AtomicBool::new(false),
             bytes: state.bytes_in_flight.clone(),
+            bytes_gauge: state.metrics.bytes_in_flight.clone(),
             held: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -392,6 +395,8 @@ impl InFlight {
             return false;
         }
         self.held.fetch_add(n, SeqCst);
+        self.bytes_gauge
+            .inc_by(i64::try_from(n).unwrap_or(i64::MAX));
         true
     }
 }
@@ -401,8 +406,11 @@ impl Drop for InFlight {
         if *self.placed.get_mut() {
             self.gauge.dec();
         }
+        let held = *self.held.get_mut();
         self.bytes
-            .fetch_sub(*self.held.get_mut(), std::sync::atomic::Ordering::SeqCst);
+            .fetch_sub(held, std::sync::atomic::Ordering::SeqCst);
+        self.bytes_gauge
+            .dec_by(i64::try_from(held).unwrap_or(i64::MAX));
     }
 }
 

@@ -711,14 +711,15 @@ fn graceful_shutdown_finishes_requests_in_flight() {
     write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
     raw.write_all(&body[..body.len() / 2]).unwrap();
     raw.flush().unwrap();
-    // Stop while the request is in flight (the server says so), then finish sending it.
+    // Stop while the request is in flight (the server holds bytes of its
+    // body: a body still arriving takes no place among the reviews
+    // evaluated), then finish sending it.
     let mut probe = h.client();
     wait_for("the request to be in flight", || {
-        probe
-            .get("/metrics")
-            .unwrap()
-            .text()
-            .contains("katalog_reviews_in_flight 1")
+        probe.get("/metrics").unwrap().text().lines().any(|l| {
+            l.strip_prefix("katalog_request_bytes_in_flight ")
+                .is_some_and(|n| n != "0")
+        })
     });
     let server = h.server.take().unwrap();
     let addr = server.addr;
@@ -985,6 +986,12 @@ fn slow_partial_bodies_do_not_starve_the_reviews() {
     }
     let metrics = trusted.get("/metrics").unwrap().text();
     assert!(!metrics.contains(r#"reason="TooManyReviews""#), "{metrics}");
+    // What they hold: their bytes (`{"a":`, 5 each), no place.
+    assert!(metrics.contains("katalog_reviews_in_flight 0"), "{metrics}");
+    assert!(
+        metrics.contains("katalog_request_bytes_in_flight 350"),
+        "{metrics}"
+    );
 }
 
 /// Open `n` TCP connections that never send a ClientHello (each connect
