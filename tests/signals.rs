@@ -217,3 +217,108 @@ fn serve_runs_with_the_allocator_purge_delay_unless_given() {
         serve.signal("TERM");
     }
 }
+
+/// Issue 35 item 4: `katalog serve ... 2>&1 | head -2`. Once the reader of
+/// its log pipe has gone, every log line fails to be written; the server
+/// goes on serving, and SIGTERM still drains it and it exits 0.
+#[test]
+fn a_closed_log_pipe_neither_stops_nor_deafens_the_server() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let scratch = Scratch::new("closed-log-pipe");
+    let ca = DevCa::generate().expect("a CA");
+    let (cert, key) = ca.issue(&[]).expect("a certificate");
+    std::fs::write(scratch.path("tls.crt"), cert).expect("tls.crt");
+    std::fs::write(scratch.path("tls.key"), key).expect("tls.key");
+    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
+    let port = free_port();
+    let path = |n: &str| scratch.path(n).to_string_lossy().into_owned();
+    // Both streams on one pipe, as `2>&1 |` gives them (`exec`: the shell's
+    // process is the server's).
+    let mut child = KillOnDrop(
+        Command::new("sh")
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 2>&1"#)
+            .arg(katalog_tests::katalog_bin())
+            .args(["serve", "--katalog", &path("k.yaml")])
+            .args([
+                "--tls-cert",
+                &path("tls.crt"),
+                "--tls-key",
+                &path("tls.key"),
+            ])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .current_dir(katalog_tests::repo())
+            .env_remove("KATALOG_KATALOG")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the katalog binary runs"),
+    );
+    let child = &mut child.0;
+    // `head -2`: two lines, then the reader goes.
+    let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut seen = String::new();
+    for _ in 0..2 {
+        reader.read_line(&mut seen).expect("a line of the server");
+    }
+    drop(reader);
+    let mut client = HttpsClient::new(
+        format!("127.0.0.1:{port}").parse().expect("an address"),
+        ca.ca_pem().as_bytes(),
+        "localhost",
+    )
+    .expect("a client")
+    .with_timeout(Duration::from_secs(30));
+    // The server listens once it logged `katalog serving` (one of the two
+    // lines, or the next one).
+    katalog_tests::eventually("the server to answer", Duration::from_secs(30), || {
+        client
+            .get("/healthz")
+            .map(|r| r.status)
+            .map_err(|e| e.to_string())
+    });
+    // Each review logs a line, into the closed pipe.
+    for _ in 0..5 {
+        let r = client
+            .post_json("/validate", &slow_review(1))
+            .expect("a review is answered");
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        if let Some(status) = child.try_wait().expect("the server's status") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        exited.map(|s| s.code()),
+        Some(Some(0)),
+        "after {seen:?} and a closed pipe, SIGTERM did not stop the server with 0 ({exited:?})"
+    );
+}
+
+/// A child process killed (and reaped) when the test ends, also on a panic.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -102,6 +102,8 @@ fn thread_cpu_time() -> Duration {
 thread_local! {
     static CURRENT: Cell<Budget> = Cell::new(Budget::default());
     static TRIAL: Cell<Option<Trial>> = const { Cell::new(None) };
+    /// Units [`charge`]d by the CEL evaluation running on this thread.
+    static SPENT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Puts the previous budget and trial back when dropped (also on a panic).
@@ -253,6 +255,52 @@ pub fn check_trial_cost(cost: u64) -> Result<(), Stopped> {
     }
 }
 
+/// Work a CEL evaluation does at run time that the estimate before it
+/// cannot see (regular expressions, charged per search) took it over
+/// `--cel-cost-limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "stopped: its regular expressions cost over the budget of {limit} per evaluation \
+     (--cel-cost-limit; a search costs the length of its pattern and of its text)"
+)]
+pub struct OverBudgetAtRunTime {
+    pub limit: u64,
+}
+
+/// Why [`charge`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    #[error(transparent)]
+    Deadline(#[from] DeadlineExceeded),
+    #[error(transparent)]
+    OverBudget(#[from] OverBudgetAtRunTime),
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+/// A CEL evaluation begins on this thread: nothing [`charge`]d yet.
+pub fn begin_evaluation() {
+    SPENT.set(0);
+}
+
+/// Charge `units` of run-time work to the CEL evaluation running on this
+/// thread, before doing it: refused once the deadline has passed (so an
+/// evaluation whose review was answered stops at its next charge), when
+/// the evaluation's charges go over `cel_cost_limit`, and in a trial over
+/// its cost cap (the trial stops).
+pub fn charge(units: u64) -> Result<(), Refused> {
+    check_deadline()?;
+    let spent = SPENT.get().saturating_add(units);
+    SPENT.set(spent);
+    let limit = current().cel_cost_limit;
+    if spent > limit {
+        return Err(OverBudgetAtRunTime { limit }.into());
+    }
+    check_trial_cost(spent)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,6 +427,37 @@ mod tests {
             check_deadline()
         });
         assert_eq!((checked, stopped), (Err(DeadlineExceeded), true));
+    }
+
+    #[test]
+    fn charges_count_per_evaluation_against_the_limit_the_cap_and_the_deadline() {
+        let later = Budget::until(Duration::from_secs(60), 1_000);
+        scoped(later, || {
+            begin_evaluation();
+            assert_eq!(charge(600), Ok(()));
+            assert_eq!(
+                charge(600),
+                Err(Refused::OverBudget(OverBudgetAtRunTime { limit: 1_000 }))
+            );
+            begin_evaluation();
+            assert_eq!(charge(1_000), Ok(()));
+        });
+        // In a trial, over its cap: stopped (not an answer).
+        let (charged, stopped) = scoped_stopped(later, 500, || {
+            begin_evaluation();
+            charge(600)
+        });
+        assert!(matches!(charged, Err(Refused::Stopped(_))), "{charged:?}");
+        assert!(stopped);
+        // Past the deadline: refused, however little it costs.
+        let past = Budget {
+            deadline: Some(Instant::now()),
+            ..later
+        };
+        scoped(past, || {
+            begin_evaluation();
+            assert_eq!(charge(0), Err(Refused::Deadline(DeadlineExceeded)));
+        });
     }
 
     #[test]

@@ -65,6 +65,7 @@
 mod native;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::fmt;
@@ -125,6 +126,17 @@ const REGEX_CACHE_CAPACITY: usize = 256;
 /// Patterns longer than this are compiled on every call instead of being
 /// cached, so the cache's memory use stays bounded.
 const REGEX_CACHE_MAX_PATTERN_LEN: usize = 4096;
+
+/// Largest compiled program of a `matches()` pattern, in bytes (the regex
+/// crate's default is 10 MiB): compiling stops, with an error, once the
+/// program grows past it, so a long pattern taken from an object cannot
+/// keep a thread compiling. Real patterns compile to a few KiB.
+const REGEX_SIZE_LIMIT: usize = 1024 * 1024;
+
+/// Largest cache of the lazy DFA of one compiled pattern, in bytes (the
+/// regex crate's default is 2 MiB); past it the search goes on with a
+/// slower engine, still in linear time.
+const REGEX_DFA_SIZE_LIMIT: usize = 1024 * 1024;
 
 /// Errors from compiling or evaluating a CEL expression.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -869,6 +881,7 @@ impl CelProgram {
         for (name, value) in bound {
             vars.push((name, value?));
         }
+        crate::budget::begin_evaluation();
         native::eval(
             &self.inner.ast,
             &mut native::Env::new(vars, &self.inner.calls),
@@ -1073,6 +1086,8 @@ impl CelProgram {
             })?;
             ctx.add_variable_from_value(*name, value);
         }
+        // Nothing the native evaluator charged counts here: it gave up.
+        crate::budget::begin_evaluation();
         match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.eval_error(error)),
@@ -1092,6 +1107,8 @@ impl CelProgram {
             })?;
             ctx.add_variable_from_value(*name, value);
         }
+        // Nothing the native evaluator charged counts here: it gave up.
+        crate::budget::begin_evaluation();
         match run_guarded(|| Value::resolve(&self.inner.ast, &ctx)) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.eval_error(error)),
@@ -2313,6 +2330,11 @@ fn base_context() -> &'static Context<'static> {
         // compiles the pattern on every call. cel resolves functions by name
         // only, so a later registration overrides an earlier one.
         ctx.add_function("matches", cached_matches);
+        // kube-cel's `find` and `findAll` compile their pattern on every
+        // call, with no size limit and no charge: the same, charged, with
+        // the cache.
+        ctx.add_function("find", charged_find);
+        ctx.add_function("findAll", charged_find_all);
         ctx.add_function(EQ_FUNCTION, heterogeneous_eq);
         ctx.add_function(NE_FUNCTION, heterogeneous_ne);
         ctx.add_function(IN_FUNCTION, heterogeneous_in);
@@ -2473,10 +2495,101 @@ fn cached_matches(
     This(this): This<Arc<String>>,
     pattern: Arc<String>,
 ) -> Result<bool, ExecutionError> {
+    crate::budget::charge(regex_cost(&pattern, &this))
+        .map_err(|refused| ftx.error(format!("matches(): {refused}")))?;
     match REGEX_CACHE.get_or_compile(&pattern) {
         Ok(re) => Ok(re.is_match(&this)),
-        Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
+        Err(err) => Err(ftx.error(format!(
+            "'{}' not a valid regex:\n{}",
+            clipped(&pattern),
+            clipped(&err.to_string())
+        ))),
     }
+}
+
+/// `text` as an error message shows it: its first 200 bytes, and how long
+/// it is when longer (a pattern from the object may be megabytes, and the
+/// message goes to the client, the logs and `/katalog`).
+fn clipped(text: &str) -> Cow<'_, str> {
+    const SHOWN: usize = 200;
+    if text.len() <= SHOWN {
+        return Cow::Borrowed(text);
+    }
+    let mut end = SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
+}
+
+/// The cost of one regex search (`matches`, `find`, `findAll`), charged
+/// before it runs ([`crate::budget::charge`]): one unit per byte of its
+/// text (a search is linear in it) and of its pattern (compiling is linear
+/// in its length), ten per byte of a pattern too long for the cache, which
+/// is compiled again on every call. The same whether the pattern was
+/// compiled before or not, so that an answer does not depend on the cache.
+fn regex_cost(pattern: &str, text: &str) -> u64 {
+    let per_byte = if pattern.len() > REGEX_CACHE_MAX_PATTERN_LEN {
+        10
+    } else {
+        1
+    };
+    let units = pattern
+        .len()
+        .saturating_mul(per_byte)
+        .saturating_add(text.len());
+    u64::try_from(units).unwrap_or(u64::MAX)
+}
+
+/// The compiled `pattern` for a search of `text` by `function`, charged
+/// first ([`regex_cost`]).
+fn charged_regex(function: &str, text: &str, pattern: &str) -> Result<Regex, ExecutionError> {
+    crate::budget::charge(regex_cost(pattern, text)).map_err(|refused| {
+        ExecutionError::function_error(function, format!("{function}(): {refused}"))
+    })?;
+    REGEX_CACHE.get_or_compile(pattern).map_err(|e| {
+        let e = e.to_string();
+        ExecutionError::function_error(function, format!("invalid regex: {}", clipped(&e)))
+    })
+}
+
+/// `<string>.find(<string>) -> <string>`: the first match, or `''`
+/// (kube-cel's, charged and cached).
+fn charged_find(
+    This(this): This<Arc<String>>,
+    pattern: Arc<String>,
+) -> Result<Value, ExecutionError> {
+    let re = charged_regex("find", &this, &pattern)?;
+    let found = re
+        .find(&this)
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_default();
+    Ok(Value::String(Arc::new(found)))
+}
+
+/// `<string>.findAll(<string>[, <int>]) -> list<string>`: every match, or
+/// the first n (kube-cel's, charged and cached).
+fn charged_find_all(
+    This(this): This<Arc<String>>,
+    kube_cel::cel::extractors::Arguments(args): kube_cel::cel::extractors::Arguments,
+) -> Result<Value, ExecutionError> {
+    let Some(Value::String(pattern)) = args.first() else {
+        return Err(ExecutionError::function_error(
+            "findAll",
+            "expected string pattern",
+        ));
+    };
+    let re = charged_regex("findAll", &this, pattern)?;
+    let limit = match args.get(1) {
+        Some(Value::Int(n)) => usize::try_from(*n).ok(),
+        _ => None,
+    };
+    let found: Vec<Value> = re
+        .find_iter(&this)
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|m| Value::String(Arc::new(m.as_str().to_owned())))
+        .collect();
+    Ok(Value::List(Arc::new(found)))
 }
 
 static REGEX_CACHE: LazyLock<RegexCache> =
@@ -2510,7 +2623,10 @@ impl RegexCache {
             return Ok(re.clone());
         }
         // Compile outside the lock so a slow pattern does not block others.
-        let re = Regex::new(pattern)?;
+        let re = regex::RegexBuilder::new(pattern)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+            .build()?;
         if pattern.len() <= self.max_pattern_len && self.capacity > 0 {
             let mut entries = self.lock();
             if entries.len() >= self.capacity && !entries.contains_key(pattern) {
@@ -3660,6 +3776,124 @@ mod tests {
         assert!(msg.contains("not a valid regex"), "{msg}");
         let msg = eval_err("1.matches('a')", &[]);
         assert!(!msg.is_empty());
+    }
+
+    /// `{"pattern": <n bytes>, "names": [<items> short strings]}`.
+    fn long_pattern_over(n: usize, items: usize) -> Json {
+        json!({
+            "pattern": "a".repeat(n),
+            "names": (0..items).map(|i| format!("n{i}")).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Issue 29 item 2: a pattern taken from the object is charged as it
+    /// runs, one unit per byte of pattern and text, on both evaluators.
+    #[test]
+    fn matches_is_charged_its_pattern_and_text() {
+        let expr = "self.names.all(n, !n.matches(self.pattern))";
+        // 260 calls of 4,002 to 4,004 units: over 1,000,000 (the pattern
+        // is compiled once, and cached).
+        let over = long_pattern_over(4_000, 260);
+        // 200 calls: 800,000 or so, within it.
+        let within = long_pattern_over(4_000, 200);
+        for interpreter in [false, true] {
+            let run = |f: &dyn Fn() -> String| {
+                if interpreter {
+                    interpreter_only(f)
+                } else {
+                    f()
+                }
+            };
+            let msg = run(&|| eval_err(expr, &[("self", &over)]));
+            assert!(
+                msg.contains(
+                    "matches(): stopped: its regular expressions cost over the budget of \
+                     1000000 per evaluation (--cel-cost-limit"
+                ),
+                "interpreter {interpreter}: {msg}"
+            );
+            let answer = run(&|| eval(expr, &[("self", &within)]).to_string());
+            assert_eq!(answer, "true", "interpreter {interpreter}");
+        }
+        // A charge is per evaluation: the next one starts from nothing.
+        assert_eq!(eval(expr, &[("self", &within)]), json!(true));
+        // kube-cel's `find` and `findAll` are charged the same way.
+        for (function, expr) in [
+            ("find", "self.names.all(n, n.find(self.pattern) == '')"),
+            (
+                "findAll",
+                "self.names.all(n, n.findAll(self.pattern).size() == 0)",
+            ),
+        ] {
+            let msg = eval_err(expr, &[("self", &over)]);
+            assert!(
+                msg.contains(&format!(
+                    "{function}(): stopped: its regular expressions cost over the budget"
+                )),
+                "{msg}"
+            );
+            assert_eq!(eval(expr, &[("self", &within)]), json!(true), "{function}");
+        }
+        // A pattern too long for the cache, compiled on every call, costs
+        // ten units per byte: 21 calls of 50,000 are over, 19 within.
+        const { assert!(5_000 > REGEX_CACHE_MAX_PATTERN_LEN) };
+        let msg = eval_err(expr, &[("self", &long_pattern_over(5_000, 21))]);
+        assert!(msg.contains("cost over the budget of 1000000"), "{msg}");
+        let within = long_pattern_over(5_000, 19);
+        assert_eq!(eval(expr, &[("self", &within)]), json!(true));
+        assert_eq!(regex_cost("ab", "abc"), 5);
+        assert_eq!(regex_cost(&"a".repeat(5_000), "abc"), 50_003);
+        assert_eq!(eval0("'hello world'.find('[a-z]+')"), json!("hello"));
+        assert_eq!(eval0("'a1b2c3'.findAll('[0-9]', 2)"), json!(["1", "2"]));
+        assert_eq!(eval0("'a1b2c3'.findAll('[0-9]')"), json!(["1", "2", "3"]));
+    }
+
+    #[test]
+    fn a_pattern_compiles_within_the_size_limit() {
+        // 100,000 NFA states: more than 1 MiB, less than the regex crate's
+        // default of 10 MiB.
+        let msg = eval_err("'a'.matches('a{1000}{100}')", &[]);
+        assert!(
+            msg.contains("not a valid regex") && msg.contains("size limit"),
+            "{msg}"
+        );
+        assert_eq!(eval0("'aaa'.matches('a{3}')"), json!(true));
+        // A long pattern is not copied whole into the message.
+        let long = json!("a".repeat(90_000));
+        let msg = eval_err("'a'.matches(self)", &[("self", &long)]);
+        assert!(msg.contains("size limit") && msg.len() < 1_000, "{msg}");
+        assert!(msg.contains("... (90000 bytes)"), "{msg}");
+    }
+
+    /// Within one evaluation, every `matches()` checks the deadline: an
+    /// evaluation whose review was answered 504 stops at its next call.
+    #[test]
+    fn matches_stops_an_evaluation_once_its_deadline_has_passed() {
+        // Longer than the cache takes: compiled on every call.
+        let pattern = format!("({})", "[a-z]x".repeat(1_000));
+        assert!(pattern.len() > REGEX_CACHE_MAX_PATTERN_LEN);
+        let data = json!({
+            "pattern": pattern,
+            "names": (0..2_000).map(|i| format!("n{i}")).collect::<Vec<_>>(),
+        });
+        let p = CelProgram::compile("self.names.all(n, !n.matches(self.pattern))").unwrap();
+        for interpreter in [false, true] {
+            let budget = crate::budget::Budget {
+                deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(300)),
+                cel_cost_limit: u64::MAX,
+            };
+            let run = || crate::budget::scoped(budget, || p.eval_bool(&[("self", &data)]));
+            let outcome = if interpreter {
+                interpreter_only(run)
+            } else {
+                run()
+            };
+            let err = outcome.expect_err("ran all 2,000 compilations past the deadline");
+            assert!(
+                err.to_string().contains("ran out of time"),
+                "interpreter {interpreter}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -123,8 +123,11 @@ pub struct Metrics {
     pub katalog_info: Family<HashLabels, Gauge>,
     pub cert_reloads: Counter,
     pub cert_reload_failures: Counter,
-    /// Reviews being answered right now.
+    /// Reviews being evaluated right now (bodies still arriving are not counted).
     pub in_flight: Gauge,
+    /// Request bytes the reviews in flight hold, bodies still arriving
+    /// included (what `--max-bytes-in-flight` bounds).
+    pub bytes_in_flight: Gauge,
     pub evaluations: Evaluations,
     /// When the serving certificate expires (Unix seconds).
     pub cert_expiry: Gauge,
@@ -151,6 +154,7 @@ impl Default for Metrics {
             cert_reloads: Counter::default(),
             cert_reload_failures: Counter::default(),
             in_flight: Gauge::default(),
+            bytes_in_flight: Gauge::default(),
             evaluations: Evaluations::new(&evaluations),
             cert_expiry: Gauge::default(),
             leader: Family::default(),
@@ -218,8 +222,13 @@ impl Default for Metrics {
         );
         registry.register(
             "reviews_in_flight",
-            "Reviews being answered right now",
+            "Reviews being evaluated right now (bodies still arriving are not counted)",
             m.in_flight.clone(),
+        );
+        registry.register(
+            "request_bytes_in_flight",
+            "Request bytes held by the reviews in flight, bodies still arriving included (--max-bytes-in-flight)",
+            m.bytes_in_flight.clone(),
         );
         registry.register(
             "evaluations",

@@ -76,11 +76,15 @@ fn error(
     }))
 }
 
-/// Read the whole body within the limits, or answer why not.
+/// Read the whole body within the limits, or answer why not. The bytes
+/// are held in `in_flight` as they arrive (`--max-bytes-in-flight`); a
+/// body still arriving takes no place among the reviews evaluated at once,
+/// so clients that send their bodies slowly cannot starve the others.
 async fn read_body(
     req: &HttpRequest,
     mut payload: web::Payload,
     state: &State,
+    in_flight: &InFlight,
 ) -> Result<web::Bytes, HttpResponse> {
     let content_type = req
         .headers()
@@ -130,6 +134,9 @@ async fn read_body(
             })?;
             if body.len() + chunk.len() > limit {
                 return Err(too_large(state));
+            }
+            if !in_flight.hold_bytes(chunk.len(), state.config.max_bytes_in_flight) {
+                return Err(too_many_bytes(state));
             }
             body.extend_from_slice(&chunk);
         }
@@ -327,49 +334,83 @@ async fn off_reactor<T: Send + 'static>(
     }
 }
 
-/// Counts a review as in flight for as long as it lives.
-/// Counts a review in `katalog_reviews_in_flight` until it is answered and
-/// its evaluation has finished (shared with the evaluation, which goes on
-/// after a 504 until it ends).
+/// A review's share of the server's limits, given back when it is
+/// dropped: the request bytes it holds (counted as they arrive, against
+/// `--max-bytes-in-flight`) and, once its body is read, its place among the
+/// reviews evaluated at once (`katalog_reviews_in_flight`, against
+/// `--max-reviews-in-flight`). Shared with the evaluation, which goes on
+/// after a 504 until it notices its deadline.
 struct InFlight {
     gauge: prometheus_client::metrics::gauge::Gauge,
+    /// Whether this review holds a place (counts in `gauge`).
+    placed: std::sync::atomic::AtomicBool,
     bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// `bytes`, as `katalog_request_bytes_in_flight` shows it.
+    bytes_gauge: prometheus_client::metrics::gauge::Gauge,
     held: std::sync::atomic::AtomicUsize,
 }
 
 impl InFlight {
     fn new(state: &State) -> Self {
-        state.metrics.in_flight.inc();
         InFlight {
             gauge: state.metrics.in_flight.clone(),
+            placed: std::sync::atomic::AtomicBool::new(false),
             bytes: state.bytes_in_flight.clone(),
+            bytes_gauge: state.metrics.bytes_in_flight.clone(),
             held: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// Whether the server holds more reviews than it may (this one included).
-    fn over_count(&self, state: &State) -> bool {
-        usize::try_from(self.gauge.get()).unwrap_or(0) > state.config.max_reviews_in_flight
+    /// Whether every place is taken now (a review that would wait for its
+    /// body only to be refused is refused before it is read).
+    fn places_taken(state: &State) -> bool {
+        usize::try_from(state.metrics.in_flight.get()).unwrap_or(0)
+            >= state.config.max_reviews_in_flight
     }
 
-    /// Hold `n` more request bytes, unless that goes over the limit.
+    /// Take a place among the reviews evaluated at once, unless they are
+    /// all taken.
+    fn take_place(&self, state: &State) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.placed.load(SeqCst) {
+            return true;
+        }
+        let after = self.gauge.inc() + 1;
+        if usize::try_from(after).unwrap_or(0) > state.config.max_reviews_in_flight {
+            self.gauge.dec();
+            return false;
+        }
+        self.placed.store(true, SeqCst);
+        true
+    }
+
+    /// Hold `n` more request bytes, unless that takes the bytes of every
+    /// review over `limit` while others hold some (one review alone is
+    /// always let in, up to `--body-limit`).
     fn hold_bytes(&self, n: usize, limit: usize) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         let before = self.bytes.fetch_add(n, SeqCst);
-        if before.saturating_add(n) > limit && before > 0 {
+        if before.saturating_add(n) > limit && before > self.held.load(SeqCst) {
             self.bytes.fetch_sub(n, SeqCst);
             return false;
         }
         self.held.fetch_add(n, SeqCst);
+        self.bytes_gauge
+            .inc_by(i64::try_from(n).unwrap_or(i64::MAX));
         true
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.gauge.dec();
+        if *self.placed.get_mut() {
+            self.gauge.dec();
+        }
+        let held = *self.held.get_mut();
         self.bytes
-            .fetch_sub(*self.held.get_mut(), std::sync::atomic::Ordering::SeqCst);
+            .fetch_sub(held, std::sync::atomic::Ordering::SeqCst);
+        self.bytes_gauge
+            .dec_by(i64::try_from(held).unwrap_or(i64::MAX));
     }
 }
 
@@ -384,28 +425,47 @@ fn too_busy(state: &State, what: String) -> HttpResponse {
     resp
 }
 
-/// The refusal of a review the limits have no room for: before its body
-/// is read (the count) or after (the bytes it holds).
-fn refusal(state: &State, in_flight: &InFlight, body_len: usize) -> Option<HttpResponse> {
-    if in_flight.over_count(state) {
-        return Some(too_busy(
-            state,
-            format!(
-                "more than {} reviews in flight (--max-reviews-in-flight); retry",
-                state.config.max_reviews_in_flight
-            ),
-        ));
+/// 429: every place among the reviews evaluated at once is taken.
+fn too_many_reviews(state: &State) -> HttpResponse {
+    too_busy(
+        state,
+        format!(
+            "more than {} reviews in flight (--max-reviews-in-flight); retry",
+            state.config.max_reviews_in_flight
+        ),
+    )
+}
+
+/// 429: the bytes of a review would take the reviews in flight over
+/// `--max-bytes-in-flight`.
+fn too_many_bytes(state: &State) -> HttpResponse {
+    too_busy(
+        state,
+        format!(
+            "the reviews in flight hold over {} bytes (--max-bytes-in-flight); retry",
+            state.config.max_bytes_in_flight
+        ),
+    )
+}
+
+/// Read a review's body and take its place among the reviews evaluated at
+/// once, or answer why not: every place taken before the body is read
+/// (its connection is closed), the body itself ([`read_body`]), or every
+/// place taken once it is read.
+async fn admit_review(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &State,
+    in_flight: &InFlight,
+) -> Result<web::Bytes, HttpResponse> {
+    if InFlight::places_taken(state) {
+        return Err(closing(too_many_reviews(state), payload));
     }
-    if !in_flight.hold_bytes(body_len, state.config.max_bytes_in_flight) {
-        return Some(too_busy(
-            state,
-            format!(
-                "the reviews in flight hold over {} bytes (--max-bytes-in-flight); retry",
-                state.config.max_bytes_in_flight
-            ),
-        ));
+    let body = read_body(req, payload, state, in_flight).await?;
+    if !in_flight.take_place(state) {
+        return Err(too_many_reviews(state));
     }
-    None
+    Ok(body)
 }
 
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
@@ -427,16 +487,10 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
             &state,
         );
     }
-    if let Some(resp) = refusal(&state, &in_flight, 0) {
-        return closing(resp, payload);
-    }
-    let body = match read_body(&req, payload, &state).await {
+    let body = match admit_review(&req, payload, &state, &in_flight).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    if let Some(resp) = refusal(&state, &in_flight, body.len()) {
-        return resp;
-    }
     let ir = loaded.ir.clone();
     let outcome = evaluate(&state, &in_flight, body.len(), move || {
         katalog_lang::conversion::review_bytes(&ir, &body).map_err(|e| e.to_string())
@@ -547,16 +601,10 @@ async fn admission(
             &state,
         );
     }
-    if let Some(resp) = refusal(&state, &in_flight, 0) {
-        return closing(resp, payload);
-    }
-    let body = match read_body(&req, payload, &state).await {
+    let body = match admit_review(&req, payload, &state, &in_flight).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    if let Some(resp) = refusal(&state, &in_flight, body.len()) {
-        return resp;
-    }
     let ir = loaded.ir.clone();
     // A generated webhook names its group of rules; the apiserver applied
     // that group's selectors. An id the Katalog no longer has (a webhook

@@ -711,14 +711,15 @@ fn graceful_shutdown_finishes_requests_in_flight() {
     write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
     raw.write_all(&body[..body.len() / 2]).unwrap();
     raw.flush().unwrap();
-    // Stop while the request is in flight (the server says so), then finish sending it.
+    // Stop while the request is in flight (the server holds bytes of its
+    // body: a body still arriving takes no place among the reviews
+    // evaluated), then finish sending it.
     let mut probe = h.client();
     wait_for("the request to be in flight", || {
-        probe
-            .get("/metrics")
-            .unwrap()
-            .text()
-            .contains("katalog_reviews_in_flight 1")
+        probe.get("/metrics").unwrap().text().lines().any(|l| {
+            l.strip_prefix("katalog_request_bytes_in_flight ")
+                .is_some_and(|n| n != "0")
+        })
     });
     let server = h.server.take().unwrap();
     let addr = server.addr;
@@ -906,6 +907,91 @@ fn reviews_beyond_the_limits_get_429_and_the_server_keeps_serving() {
     assert_eq!(running.join().unwrap(), 200);
     let r = c.post_json("/validate", &slow(1)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// Issue 29 item 1 (and issue 31 item 7): clients that send their headers
+/// and the start of a body, then stall, hold no place among the reviews
+/// evaluated at once. More of them than there are places (70 > 64), on
+/// `/convert` without a client certificate while `--client-ca` is set
+/// (the apiserver presents none to conversion webhooks, so anyone may),
+/// and every real review is still answered while they hold their
+/// connections.
+#[test]
+fn slow_partial_bodies_do_not_starve_the_reviews() {
+    let scratch = Scratch::new("slow-bodies");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admission.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("slow-bodies", Some(&dir), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+        // Longer than the test: no slow client is timed out meanwhile.
+        c.client_timeout = Duration::from_secs(120);
+    });
+    assert_eq!(
+        Config::new("k".into(), "c".into(), "k".into()).max_reviews_in_flight,
+        64
+    );
+    let anonymous = h.client();
+    let mut slow = Vec::new();
+    for i in 0..70 {
+        let mut raw = anonymous
+            .connect()
+            .unwrap_or_else(|e| panic!("slow client {i}: {e}"));
+        write!(raw, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"a\":").unwrap();
+        raw.flush().unwrap();
+        slow.push(raw);
+    }
+    // Time for the server to take them all into its handlers.
+    std::thread::sleep(Duration::from_millis(500));
+    let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
+    let mut trusted = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    let mut anonymous = h.client();
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let pod = pod_review("registry.internal/app:1");
+    for i in 0..12 {
+        let r = trusted.post_json("/validate", &pod).unwrap();
+        assert_eq!(r.status, 200, "admission review {i}: {}", r.text());
+        let r = anonymous.post_json("/convert", &review).unwrap();
+        assert_eq!(r.status, 200, "conversion review {i}: {}", r.text());
+    }
+    // The slow clients were held all along: none has an answer yet.
+    for (i, raw) in slow.iter_mut().enumerate() {
+        raw.sock
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        match std::io::Read::read(raw, &mut buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            other => panic!("slow client {i} was not held: {other:?}"),
+        }
+    }
+    let metrics = trusted.get("/metrics").unwrap().text();
+    assert!(!metrics.contains(r#"reason="TooManyReviews""#), "{metrics}");
+    // What they hold: their bytes (`{"a":`, 5 each), no place.
+    assert!(metrics.contains("katalog_reviews_in_flight 0"), "{metrics}");
+    assert!(
+        metrics.contains("katalog_request_bytes_in_flight 350"),
+        "{metrics}"
+    );
 }
 
 /// Open `n` TCP connections that never send a ClientHello (each connect
@@ -1344,4 +1430,81 @@ fn a_review_over_64_kib_goes_to_the_pool() {
         assert_eq!(r["response"]["allowed"], true, "{r}");
     }
     assert_eq!(evaluations(&mut c), (1, 1, 0));
+}
+
+/// A check that reads its pattern from the object (the Pod's `pattern`
+/// annotation) and searches every container's name with it.
+const PATTERN_FROM_THE_OBJECT: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata: {name: pattern}
+spec:
+  admission:
+    validations:
+      - name: pattern
+        resources: [v1/pods]
+        check:
+          cel: "object.spec.containers.all(c, !c.name.matches(object.metadata.annotations['pattern']))"
+"#;
+
+/// A Pod review of `n` containers whose `pattern` annotation is `len`
+/// bytes long (and matches none of them).
+fn long_pattern_review(len: usize, n: usize) -> Vec<u8> {
+    let containers: Vec<Value> = (0..n)
+        .map(|i| json!({"name": format!("c{i}"), "image": "registry.internal/app"}))
+        .collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "pattern", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p", "namespace": "default",
+                                    "annotations": {"pattern": "a".repeat(len)}},
+                       "spec": {"containers": containers}}
+        }
+    }))
+    .unwrap()
+}
+
+/// Issue 29 item 2: a 34 KB pattern from the object over 200 containers,
+/// in a review small enough to be evaluated inline. Each `matches()` is
+/// charged ten units per byte of a pattern that long before it compiles:
+/// the inline attempt stops at its cost cap (the connection thread is not
+/// kept compiling), and on the pool the rule fails closed at its first
+/// call instead of compiling the pattern 200 times.
+#[test]
+fn a_long_pattern_from_the_object_is_charged_and_leaves_the_connection_threads() {
+    let scratch = Scratch::new("long-pattern");
+    std::fs::write(scratch.path("k.yaml"), PATTERN_FROM_THE_OBJECT).unwrap();
+    let h = Harness::start("long-pattern", Some(&scratch.path("k.yaml")), |c| {
+        // However long inline may take, the charges stop it.
+        c.inline_limit = Duration::from_secs(2);
+    });
+    let mut c = h.client();
+    let review = long_pattern_review(34_000, 200);
+    assert!(review.len() < 64 * 1024, "evaluated inline first");
+    let r = c.post_json("/validate", &review).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = r.json().unwrap();
+    assert_eq!(r["response"]["allowed"], false, "{r}");
+    let message = r["response"]["status"]["message"].as_str().unwrap();
+    // Charged 340,000 units before it compiles: over the inline cap, so
+    // never compiled inline; on the pool, compiled once, over 1 MiB.
+    assert!(
+        message.contains("[pattern]") && message.contains("exceeds size limit"),
+        "{message}"
+    );
+    assert!(
+        message.len() < 2_000,
+        "the pattern is not copied whole: {message}"
+    );
+    assert_eq!(evaluations(&mut c), (0, 1, 1));
+    // A short pattern is answered as before.
+    let r = c
+        .post_json("/validate", &long_pattern_review(3, 5))
+        .unwrap();
+    assert_eq!(r.json().unwrap()["response"]["allowed"], true);
 }

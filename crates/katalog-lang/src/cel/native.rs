@@ -46,7 +46,9 @@ use serde_json::{Map as JsonMap, Number, Value as Json};
 
 use crate::json::node::{Members, Node};
 
-use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE};
+use super::{
+    CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE, regex_cost,
+};
 
 /// The fields of a map of variables (`variables`), each converted once.
 pub(super) type Fields<'a> = BTreeMap<String, CelValue<'a>>;
@@ -1069,6 +1071,8 @@ fn size<'a>(value: &V<'_>) -> Option<V<'a>> {
 }
 
 fn matches<'a>(text: &str, pattern: &str) -> Option<V<'a>> {
+    // Refused (out of time or budget): the interpreter says why.
+    crate::budget::charge(regex_cost(pattern, text)).ok()?;
     let re = REGEX_CACHE.get_or_compile(pattern).ok()?;
     Some(V::Bool(re.is_match(text)))
 }
