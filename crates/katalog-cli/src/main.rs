@@ -1032,7 +1032,9 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 .ok()
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
             // A review the server would answer 400 to is unusable input.
-            let response = if kind.as_deref() == Some("AdmissionReview") {
+            // The answer is the server's, byte for byte: the calls its
+            // /convert and admission endpoints make.
+            let bytes = if kind.as_deref() == Some("AdmissionReview") {
                 let endpoint = match endpoint {
                     ReviewEndpoint::Validate => Endpoint::Validate,
                     ReviewEndpoint::Mutate => Endpoint::Mutate,
@@ -1040,16 +1042,21 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     ReviewEndpoint::NamespaceProtection => Endpoint::NamespaceProtection,
                     ReviewEndpoint::StrictModeProtection => Endpoint::StrictMode,
                 };
-                katalog_lang::admission::review::review_admission_bytes(&ir, &body, endpoint)
+                katalog_lang::admission::review::review_bytes(&ir, &body, endpoint, None)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
+                    .bytes
             } else {
-                katalog_lang::review::review_conversion_bytes(&ir, &body)
+                katalog_lang::conversion::review_bytes(&ir, &body)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
+                    .bytes
             };
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&response).unwrap_or_default()
-            );
+            {
+                use std::io::Write as _;
+                let mut stdout = std::io::stdout().lock();
+                if let Err(e) = stdout.write_all(&bytes).and_then(|()| stdout.flush()) {
+                    stdout_failed(e);
+                }
+            }
             Ok(())
         }
         Command::Admit {
