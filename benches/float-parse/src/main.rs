@@ -52,7 +52,10 @@ fn time(name: &str, text: &str) {
 fn main() {
     let crontab: serde_json::Value = serde_json::from_str(CRONTAB).expect("JSON");
     let object = crontab["request"]["objects"][0].to_string();
-    time("ConversionReview, 500 CronTabs", &review(&vec![object; 500]));
+    time(
+        "ConversionReview, 500 CronTabs",
+        &review(&vec![object; 500]),
+    );
     time("AdmissionReview, one Pod", POD);
     let mut state = 35;
     let doubles: Vec<String> = (0..2006)
@@ -71,6 +74,10 @@ fn main() {
     time("ConversionReview, 2,006 doubles", &review(&doubles));
     println!(
         "float_roundtrip: {}",
-        if cfg!(feature = "roundtrip") { "on" } else { "off" }
+        if cfg!(feature = "roundtrip") {
+            "on"
+        } else {
+            "off"
+        }
     );
 }
