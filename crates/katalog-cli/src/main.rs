@@ -1385,7 +1385,9 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 .ok()
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
             // A review the server would answer 400 to is unusable input.
-            let response = if kind.as_deref() == Some("AdmissionReview") {
+            // The answer is the server's, byte for byte: the calls its
+            // /convert and admission endpoints make.
+            let bytes = if kind.as_deref() == Some("AdmissionReview") {
                 let endpoint = match endpoint {
                     ReviewEndpoint::Validate => Endpoint::Validate,
                     ReviewEndpoint::Mutate => Endpoint::Mutate,
@@ -1393,12 +1395,25 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     ReviewEndpoint::NamespaceProtection => Endpoint::NamespaceProtection,
                     ReviewEndpoint::StrictModeProtection => Endpoint::StrictMode,
                 };
-                katalog_lang::admission::review::review_admission_bytes(&ir, &body, endpoint)
+                katalog_lang::admission::review::review_bytes(&ir, &body, endpoint, None)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
+                    .bytes
             } else {
-                katalog_lang::review::review_conversion_bytes(&ir, &body)
+                katalog_lang::conversion::review_bytes(&ir, &body)
                     .map_err(|e| Exit(format!("error: {e}"), USAGE))?
+                    .bytes
             };
+            if matches!(output, Output::Json) {
+                let mut stdout = std::io::stdout().lock();
+                if let Err(e) = std::io::Write::write_all(&mut stdout, &bytes)
+                    .and_then(|()| std::io::Write::flush(&mut stdout))
+                {
+                    stdout_failed(e);
+                }
+                return Ok(());
+            }
+            let response = katalog_lang::json::node::parse_value(&bytes)
+                .map_err(|e| Exit(format!("error: failed to read the answer: {e}"), RUNTIME))?;
             print_objects(&[response], &output)
         }
         Command::Admit {

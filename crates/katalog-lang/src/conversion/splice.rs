@@ -27,7 +27,9 @@
 //! Untouched bytes pass verbatim: a number serde_json cannot represent as
 //! i64/u64/f64 (`1e400`, which the apiserver never sends: its own decoder
 //! refuses it) passes unchanged where no rule names it, where the tree path
-//! refuses the review with 400.
+//! refuses the review with 400; an integer beyond 64 bits passes as its
+//! text where the tree path writes the nearest double (the same value:
+//! serde_json's `float_roundtrip` reads both correctly rounded).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
