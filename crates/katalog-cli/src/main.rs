@@ -153,6 +153,10 @@ const VERSION: &str = concat!(
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Most YAML nodes (scalars, lists and maps) one file may hold: a
+    /// Katalog, a CRD file, the objects read (see docs/cli.md).
+    #[arg(long, global = true, env = "KATALOG_YAML_MAX_NODES", default_value_t = katalog_lang::yaml::FILE_MAX_NODES as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    yaml_max_nodes: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -883,6 +887,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
+    katalog_lang::yaml::Limits::set_file_max_nodes(
+        usize::try_from(cli.yaml_max_nodes).unwrap_or(usize::MAX),
+    );
     if matches!(cli.command, Command::Serve(_)) {
         serve_allocator_defaults();
     }

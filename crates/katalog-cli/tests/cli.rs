@@ -1423,3 +1423,198 @@ fn closed_pipes_end_commands_with_their_own_code() {
     assert!(!first.is_empty());
     assert_eq!(code, Some(1), "first line: {first}");
 }
+
+/// Run the binary with `args` in `dir`: exit code, stdout, stderr.
+fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_katalog"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env_remove("KATALOG_KATALOG")
+        .env_remove("KATALOG_YAML_MAX_NODES")
+        .output()
+        .expect("the katalog binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A scratch directory of this test binary, emptied.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("katalog-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `crd:` naming a directory that holds CRD manifests only (it failed for
+/// every resource with "holds CRD manifests but no Katalog").
+#[test]
+fn check_and_convert_with_a_crd_directory() {
+    let dir = scratch("crd-dir");
+    std::fs::create_dir_all(dir.join("crds")).unwrap();
+    std::fs::copy(
+        root().join("katalogs/crontab.crd.yaml"),
+        dir.join("crds/crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root().join("katalogs/hostport.crd.yaml"),
+        dir.join("crds/hostport.crd.yaml"),
+    )
+    .unwrap();
+    let katalog = std::fs::read_to_string(root().join("katalogs/crontab.yaml")).unwrap();
+    let katalog = katalog.replace("crd: crontab.crd.yaml", "crd: crds");
+    assert!(katalog.contains("crd: crds"));
+    std::fs::write(dir.join("crontab.yaml"), katalog).unwrap();
+    let (code, stdout, stderr) = run_in(&dir, &["check", "crontab.yaml"]);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    assert!(stdout.starts_with("crontab.yaml: ok"), "{stdout}");
+    std::fs::write(dir.join("v1.yaml"), CRONTAB_V1).unwrap();
+    let (code, stdout, stderr) = run_in(
+        &dir,
+        &[
+            "convert",
+            "--katalog",
+            "crontab.yaml",
+            "--to",
+            "v2",
+            "v1.yaml",
+        ],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    assert!(
+        stdout.contains("apiVersion: stable.example.com/v2"),
+        "{stdout}"
+    );
+    // A schema edit in the directory is seen: v1 no longer has `image`.
+    let crd = std::fs::read_to_string(dir.join("crds/crontab.crd.yaml")).unwrap();
+    std::fs::write(
+        dir.join("crds/crontab.crd.yaml"),
+        crd.replace("image: {type: string}", "picture: {type: string}"),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_in(&dir, &["check", "crontab.yaml"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("image"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CRD of `fields` fields that v1 has and v2 does not: `katalog init`
+/// writes one comment line for each into the draft.
+fn crd_with_fields_only_in_v1(fields: usize) -> String {
+    let props: String = (0..fields)
+        .map(|i| format!("                f{i}: {{type: string}}\n"))
+        .collect();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: things.example.com}}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{plural: things, kind: Thing}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+{props}    - name: v2
+      served: true
+      storage: false
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {{type: object, properties: {{other: {{type: string}}}}}}
+"
+    )
+}
+
+/// `katalog init` writes a block of one comment line per field to
+/// resolve; 33 or more consecutive comment lines broke the YAML reader
+/// ("too many buffered comments"), so `check` failed on init's own output.
+#[test]
+fn check_reads_what_init_wrote_however_many_comment_lines() {
+    let dir = scratch("init-comments");
+    std::fs::write(dir.join("things.crd.yaml"), crd_with_fields_only_in_v1(60)).unwrap();
+    let (code, draft, stderr) = run_in(&dir, &["init", "--crd", "things.crd.yaml"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let run = draft
+        .lines()
+        .fold((0, 0), |(longest, now), line| {
+            if line.trim_start().starts_with('#') {
+                (longest.max(now + 1), now + 1)
+            } else {
+                (longest, 0)
+            }
+        })
+        .0;
+    assert!(run > 60, "{run} consecutive comment lines in\n{draft}");
+    std::fs::write(dir.join("things.katalog.yaml"), &draft).unwrap();
+    let (code, stdout, stderr) = run_in(&dir, &["check", "things.katalog.yaml"]);
+    // The draft is read; what it leaves to resolve is reported, located.
+    assert!(!stderr.contains("failed to parse YAML"), "{stderr}");
+    assert!(!stderr.contains("buffered comments"), "{stderr}");
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("things.katalog.yaml:"), "{stderr}");
+    // Objects too: a comment block in the input of `convert`.
+    let comments: String = (0..100).map(|i| format!("# note {i}\n")).collect();
+    let object = format!("{comments}{CRONTAB_V1}{comments}");
+    std::fs::write(dir.join("object.yaml"), object).unwrap();
+    let (code, stdout, stderr) = run_in(
+        &dir,
+        &[
+            "convert",
+            "--katalog",
+            &root().join("katalogs/crontab.yaml").display().to_string(),
+            "--to",
+            "v2",
+            "object.yaml",
+        ],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Katalog past the nodes a file may hold: the message names the file,
+/// the limit and the flag that raises it, and the flag (or its variable)
+/// does raise it.
+#[test]
+fn a_file_past_the_yaml_node_limit_names_the_limit_and_the_flag() {
+    let dir = scratch("yaml-limit");
+    let katalog = std::fs::read_to_string(root().join("katalogs/crontab.yaml")).unwrap();
+    std::fs::write(dir.join("crontab.yaml"), &katalog).unwrap();
+    std::fs::copy(
+        root().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_in(&dir, &["check", "--yaml-max-nodes", "50", "crontab.yaml"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("crontab.yaml:")
+            && stderr.contains("more than 50 nodes")
+            && stderr.contains("--yaml-max-nodes or KATALOG_YAML_MAX_NODES"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("budget breached"), "{stderr}");
+    let (code, stdout, stderr) = run_in(&dir, &["check", "crontab.yaml"]);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    // The CRD file past the limit: named too.
+    let (code, _, stderr) = run_in(&dir, &["check", "--yaml-max-nodes", "150", "crontab.yaml"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("crontab.crd.yaml:") && stderr.contains("more than 150 nodes"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

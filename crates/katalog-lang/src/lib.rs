@@ -145,7 +145,9 @@ fn analyze_loaded(
 }
 
 /// Load the sources and read the CRDs their `crd:` keys name (`live`: the
-/// CRD of every resource, from the reader).
+/// CRD of every resource, from the reader). Each distinct file or
+/// directory is read once, however many resources name it (one bundle of
+/// CRDs for every resource), and so parsed once by [`schema::Schemas::load`].
 fn load_with_crds(
     sources: &[Source],
     mut read_crd: impl FnMut(&load::CrdReference) -> Result<Vec<Source>, String>,
@@ -158,8 +160,24 @@ fn load_with_crds(
     } else {
         load::crd_references(&loaded)
     };
+    let mut already: std::collections::HashMap<std::path::PathBuf, Result<Vec<Source>, String>> =
+        std::collections::HashMap::new();
     for reference in references {
-        match read_crd(&reference) {
+        let result = if live {
+            read_crd(&reference)
+        } else {
+            // `crds.yaml` and `./crds.yaml` are one file.
+            let path = reference
+                .path()
+                .components()
+                .filter(|c| *c != std::path::Component::CurDir)
+                .collect();
+            already
+                .entry(path)
+                .or_insert_with(|| read_crd(&reference))
+                .clone()
+        };
+        match result {
             Ok(crd_sources) => read.push((reference, crd_sources)),
             Err(why) if live => diags.push(
                 Diagnostic::new(
@@ -185,4 +203,94 @@ fn load_with_crds(
     let (schemas, more) = schema::Schemas::load(&read);
     diags.0.extend(more.0);
     (loaded, schemas, diags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Katalog of `n` resources that all name `crd` (a bundle of their
+    /// CRDs, [`bundle`]), every other one as `./crd`: each renames `spec.a`
+    /// to `spec.b` in v2.
+    fn bundled_katalog(n: usize, crd: &str) -> String {
+        let mut text = String::from(
+            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: bundle}\nspec:\n  resources:\n",
+        );
+        for i in 0..n {
+            let crd = if i % 2 == 0 {
+                crd.to_string()
+            } else {
+                format!("./{crd}")
+            };
+            text.push_str(&format!(
+                "    - {{group: g{i}.example.com, kind: W{i}, plural: w{i}s, hub: v1, versions: [v1, v2], crd: {crd}, conversion: {{v2: [{{rename: {{hub: spec.a, spoke: spec.b}}}}]}}}}\n"
+            ));
+        }
+        text
+    }
+
+    fn bundle(n: usize) -> String {
+        (0..n)
+            .map(|i| {
+                let version = |name: &str, field: &str, storage: bool| {
+                    format!(
+                        "    - {{name: {name}, served: true, storage: {storage}, schema: {{openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: {{{field}: {{type: string}}}}}}}}}}}}}}\n"
+                    )
+                };
+                format!(
+                    "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: w{i}s.g{i}.example.com}}\nspec:\n  group: g{i}.example.com\n  scope: Namespaced\n  names: {{plural: w{i}s, kind: W{i}}}\n  versions:\n{}{}",
+                    version("v1", "a", true),
+                    version("v2", "b", false)
+                )
+            })
+            .collect()
+    }
+
+    /// Every resource names the same bundle: it is read once per compile
+    /// (it was read, and parsed, once per resource: quadratic).
+    #[test]
+    fn one_bundle_is_read_once_for_every_resource() {
+        let n = 5;
+        let text = bundle(n);
+        let mut reads = Vec::new();
+        let ir = compile_with_crds(
+            &[Source::new(
+                "k/katalog.yaml",
+                bundled_katalog(n, "crds.yaml"),
+            )],
+            |reference| {
+                reads.push(reference.path());
+                Ok(vec![Source::new("k/crds.yaml", text.as_str())])
+            },
+        )
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+        assert_eq!(ir.rules.len(), n);
+        assert_eq!(reads, [std::path::Path::new("k/crds.yaml")]);
+    }
+
+    /// A bundle that does not parse is reported at every `crd:` key that
+    /// names it, though read and parsed once.
+    #[test]
+    fn a_broken_bundle_is_reported_at_every_key() {
+        let mut reads = 0;
+        let d = compile_with_crds(
+            &[Source::new("katalog.yaml", bundled_katalog(3, "crds.yaml"))],
+            |_| {
+                reads += 1;
+                Ok(vec![Source::new("crds.yaml", "a: [\n")])
+            },
+        )
+        .unwrap_err();
+        assert_eq!(reads, 1);
+        let at: Vec<_> =
+            d.0.iter()
+                .map(|d| (d.loc.as_ref().map(|l| l.line), d.message.as_str()))
+                .collect();
+        assert_eq!(at.len(), 3, "{at:?}");
+        assert!(
+            at.iter()
+                .all(|(_, m)| m.starts_with("failed to parse CRD file crds.yaml:1:4: ")),
+            "{at:?}"
+        );
+    }
 }

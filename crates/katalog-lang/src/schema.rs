@@ -523,37 +523,58 @@ impl Schemas {
 
     /// Parse the CRD files read for each reference and pick the CRD of its
     /// resource. Every problem is reported at the reference's `crd:` key.
+    /// A file read once for several references (one bundle of CRDs named
+    /// by every resource: the same [`Source`], its text shared) is parsed
+    /// once.
     pub fn load(read: &[(CrdReference, Vec<Source>)]) -> (Schemas, Diagnostics) {
         let mut schemas = Schemas::default();
         let mut diags = Diagnostics::default();
+        // Each distinct text (by identity: the same read) → its CRDs, or why
+        // it does not parse.
+        let mut parsed: std::collections::HashMap<*const u8, Result<Vec<Crd>, String>> =
+            std::collections::HashMap::new();
         for (reference, sources) in read {
             let error = |message: String| {
                 Diagnostic::new(ErrorKind::Schema, message)
                     .at(reference.loc.clone(), Some(&reference.source))
             };
-            let mut found = Vec::new();
+            let mut found: Vec<&Crd> = Vec::new();
             let mut unparsable = false;
             for source in sources {
-                match crate::yaml::read_documents(&source.text) {
-                    Ok(roots) => found.extend(roots.iter().filter_map(|root| {
-                        let loc = Loc {
-                            file: source.name.clone(),
-                            line: root.line,
-                            column: root.column,
-                        };
-                        Crd::from_manifest(&root.to_value(), loc)
-                    })),
+                let parse = || match crate::yaml::read_documents(&source.text) {
+                    Ok(roots) => Ok(roots
+                        .iter()
+                        .filter_map(|root| {
+                            let loc = Loc {
+                                file: source.name.clone(),
+                                line: root.line,
+                                column: root.column,
+                            };
+                            Crd::from_manifest(&root.to_value(), loc)
+                        })
+                        .collect()),
                     Err(e) => {
-                        unparsable = true;
                         let at = e
                             .position()
                             .map(|(line, column)| format!(":{line}:{column}"))
                             .unwrap_or_default();
-                        diags.push(error(format!(
+                        Err(format!(
                             "failed to parse CRD file {}{at}: {}",
                             source.name,
                             e.message()
-                        )));
+                        ))
+                    }
+                };
+                parsed
+                    .entry(std::sync::Arc::as_ptr(&source.text).cast::<u8>())
+                    .or_insert_with(parse);
+            }
+            for source in sources {
+                match &parsed[&std::sync::Arc::as_ptr(&source.text).cast::<u8>()] {
+                    Ok(crds) => found.extend(crds),
+                    Err(message) => {
+                        unparsable = true;
+                        diags.push(error(message.clone()));
                     }
                 }
             }
@@ -568,10 +589,10 @@ impl Schemas {
                 .position(|c| c.group == reference.group && c.kind == reference.kind)
             {
                 Some(i) => {
-                    let crd = found.swap_remove(i);
-                    schemas
-                        .crds
-                        .insert((reference.group.clone(), reference.kind.clone()), crd);
+                    schemas.crds.insert(
+                        (reference.group.clone(), reference.kind.clone()),
+                        found[i].clone(),
+                    );
                 }
                 // The parse error says why.
                 None if found.is_empty() && unparsable => {}

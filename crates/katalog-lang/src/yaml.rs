@@ -10,13 +10,19 @@
 //!
 //! Most text is read in one pass ([`one_pass`]): the tree is built from
 //! the parser's events, each plain scalar resolved as it is read. Anything
-//! that reader is not sure of (errors, tags, merge keys, limits) is read
-//! the careful way: serde-saphyr builds the tree (anchors, aliases, merge
-//! keys, limits, errors with positions), the style of each scalar comes
-//! from a second parse, and plain scalars are then resolved here.
+//! that reader is not sure of (errors, tags, merge keys, alias storms) is
+//! read the careful way: serde-saphyr builds the tree (anchors, aliases,
+//! merge keys, limits, errors with positions), the style of each scalar
+//! comes from a second parse, and plain scalars are then resolved here.
+//! Size alone never sends text to the careful path: both readers stop at
+//! the same [`Limits`], the one-pass reader with its own located error.
+//!
+//! Comments are skipped by the parser (never buffered), so a block of any
+//! number of comment lines reads like any other.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Number;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
@@ -36,6 +42,132 @@ pub enum Error {
         line: usize,
         column: usize,
     },
+    /// The text is larger than its [`Limits`] allow; the message names the
+    /// limit and how to raise it.
+    Limit {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+}
+
+/// How much YAML one read may hold. A local file (a Katalog, a CRD file,
+/// the objects given to the CLI) is not hostile: its limits
+/// ([`Limits::files`]) fit the largest real inputs, and the number of
+/// nodes can be raised with `--yaml-max-nodes` (`KATALOG_YAML_MAX_NODES`).
+/// Anchors and aliases keep serde-saphyr's budget in every case (a few
+/// lines can expand into billions of nodes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Scalars, lists and maps (keys included), over every document.
+    pub nodes: usize,
+    /// Lists and maps nested in one another.
+    pub depth: usize,
+}
+
+/// The nodes a local file may hold unless raised: about 17,000 Pods, or a
+/// CRD of about five million lines.
+pub const FILE_MAX_NODES: usize = 10_000_000;
+
+/// The nesting a local file may have: serde-saphyr's default, about 28
+/// levels of fields in a CRD's schema. The careful path's recursion (a
+/// deserializer frame per level) must fit a 2 MiB thread stack at this
+/// depth, so it is not raised.
+pub const FILE_MAX_DEPTH: usize = 64;
+
+static FILE_NODES: AtomicUsize = AtomicUsize::new(FILE_MAX_NODES);
+
+impl Limits {
+    /// The limits of a local file: [`FILE_MAX_NODES`] (or what
+    /// [`Limits::set_file_max_nodes`] set for this process) and
+    /// [`FILE_MAX_DEPTH`].
+    pub fn files() -> Limits {
+        Limits {
+            nodes: FILE_NODES.load(Ordering::Relaxed),
+            depth: FILE_MAX_DEPTH,
+        }
+    }
+
+    /// serde-saphyr's default budget, for text from an untrusted client.
+    pub fn untrusted() -> Limits {
+        let budget = serde_saphyr::Budget::default();
+        Limits {
+            nodes: budget.max_nodes,
+            depth: budget.max_depth,
+        }
+    }
+
+    /// Raise (or lower) the nodes every later [`Limits::files`] allows in
+    /// this process: what `--yaml-max-nodes` sets.
+    pub fn set_file_max_nodes(nodes: usize) {
+        FILE_NODES.store(nodes.max(1), Ordering::Relaxed);
+    }
+
+    /// The serde-saphyr budget of the careful path for these limits.
+    fn budget(&self) -> serde_saphyr::Budget {
+        let mut budget = serde_saphyr::Budget::default();
+        // An event is a node, the end of one, or a document's start or end
+        // (at most two per node, or two for an empty document); the
+        // nodes bound the documents and the text's length the scalars.
+        budget.max_events = self.nodes.saturating_mul(4).saturating_add(1024);
+        budget.max_documents = self.nodes.max(budget.max_documents);
+        budget.max_nodes = self.nodes;
+        budget.max_depth = self.depth;
+        budget.max_total_scalar_bytes = usize::MAX;
+        budget.max_reader_input_bytes = None;
+        budget
+    }
+
+    /// serde-saphyr's error, its budget breach of these limits said as
+    /// [`Limits::breached`] says it.
+    fn named(&self, e: serde_saphyr::Error) -> Error {
+        use serde_saphyr::budget::BudgetBreach;
+        let mut inner = &e;
+        while let serde_saphyr::Error::WithSnippet { error, .. }
+        | serde_saphyr::Error::AliasError { error, .. } = inner
+        {
+            inner = error;
+        }
+        let (breach, location) = match inner {
+            serde_saphyr::Error::Budget {
+                breach: BudgetBreach::Nodes { .. },
+                location,
+            } => (Breach::Nodes, location),
+            serde_saphyr::Error::Budget {
+                breach: BudgetBreach::Depth { .. },
+                location,
+            } => (Breach::Depth, location),
+            _ => return Error::Syntax(Box::new(e)),
+        };
+        self.breached(breach, location.line() as usize, location.column() as usize)
+    }
+
+    /// The located error for a count past one of these limits.
+    fn breached(&self, what: Breach, line: usize, column: usize) -> Error {
+        let message = match what {
+            Breach::Nodes => format!(
+                "the YAML holds more than {} nodes (the limit for a file, counting scalars, lists and maps); \
+                 raise it with --yaml-max-nodes or KATALOG_YAML_MAX_NODES",
+                self.nodes
+            ),
+            Breach::Depth => format!(
+                "the YAML nests lists and maps more than {} levels deep (the limit for a file)",
+                self.depth
+            ),
+        };
+        Error::Limit {
+            message,
+            line,
+            column,
+        }
+    }
+}
+
+/// Which of the [`Limits`] a text went past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Breach {
+    Nodes,
+    Depth,
 }
 
 impl Error {
@@ -50,7 +182,7 @@ impl Error {
                     None => line.to_string(),
                 }
             }
-            Error::NotJson { message, .. } => message.clone(),
+            Error::NotJson { message, .. } | Error::Limit { message, .. } => message.clone(),
         }
     }
 
@@ -60,7 +192,9 @@ impl Error {
             Error::Syntax(e) => e
                 .location()
                 .map(|l| (l.line() as usize, l.column() as usize)),
-            Error::NotJson { line, column, .. } => Some((*line, *column)),
+            Error::NotJson { line, column, .. } | Error::Limit { line, column, .. } => {
+                Some((*line, *column))
+            }
         }
     }
 }
@@ -73,6 +207,11 @@ impl fmt::Display for Error {
                 message,
                 line,
                 column,
+            }
+            | Error::Limit {
+                message,
+                line,
+                column,
             } => write!(f, "line {line} column {column}: {message}"),
         }
     }
@@ -80,25 +219,36 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Every document of a YAML stream, scalars resolved as kubectl does.
+/// Every document of a YAML stream (a local file: [`Limits::files`]),
+/// scalars resolved as kubectl does.
 pub fn read_documents(text: &str) -> Result<Vec<Node>, Error> {
-    match one_pass::read(text) {
-        Some(docs) => Ok(docs),
-        None => read_documents_carefully(text),
+    read_documents_with(text, &Limits::files())
+}
+
+/// Every document of a YAML stream within `limits`, scalars resolved as
+/// kubectl does.
+pub fn read_documents_with(text: &str, limits: &Limits) -> Result<Vec<Node>, Error> {
+    match one_pass::read(text, limits) {
+        Some(docs) => docs,
+        None => read_documents_carefully(text, limits),
     }
 }
 
 /// [`read_documents`] by serde-saphyr's tree and a second parse for the
-/// scalars' styles: slower, but every error and limit is serde-saphyr's.
-fn read_documents_carefully(text: &str) -> Result<Vec<Node>, Error> {
+/// scalars' styles: slower, but every error is serde-saphyr's.
+fn read_documents_carefully(text: &str, limits: &Limits) -> Result<Vec<Node>, Error> {
     let mut options = serde_saphyr::Options::default();
+    options.budget = Some(limits.budget());
+    // Comments are not kept: a long block of them must not fill the
+    // parser's look-ahead buffer.
+    options.emit_comments = false;
     // Hand plain scalars over as text where serde-saphyr would otherwise
     // decide differently from goyaml.v2 or fail; they are resolved below.
     options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
     options.leading_zero_numbers_as_strings = true;
     options.underscored_numbers_as_strings = true;
-    let mut docs: Vec<Node> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| Error::Syntax(Box::new(e)))?;
+    let mut docs: Vec<Node> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| limits.named(e))?;
     let plain = plain_scalars(text);
     for doc in &mut docs {
         resolve_node(doc, &plain)?;
@@ -112,7 +262,9 @@ fn plain_scalars(text: &str) -> HashMap<(usize, usize), String> {
     let mut out = HashMap::new();
     // The text already parsed once; a failure here only leaves scalars as
     // serde-saphyr resolved them.
-    for item in Parser::new_from_str(text) {
+    let mut options = serde_saphyr::granit_parser::Options::default();
+    options.emit_comments = false;
+    for item in Parser::new_from_str_with_options(text, options) {
         let Ok((event, span)) = item else { break };
         if let Event::Scalar(value, ScalarStyle::Plain, _, None) = event
             && let (Some(start), Some(end)) = (span.start.byte_offset(), span.end.byte_offset())

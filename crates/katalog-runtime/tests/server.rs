@@ -577,6 +577,59 @@ fn katalog_reload_follows_its_crd_in_another_directory() {
 }
 
 #[test]
+fn katalog_reload_follows_a_crd_directory() {
+    // `crd: ../crds` names a directory that holds CRD manifests only (it
+    // was refused: "holds CRD manifests but no Katalog"); no poll within
+    // the test, so the watch on that directory must see the edit.
+    let scratch = Scratch::new("reload-crd-dir");
+    std::fs::create_dir_all(scratch.path("katalog")).unwrap();
+    std::fs::create_dir_all(scratch.path("crds")).unwrap();
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: ../crds");
+    assert_ne!(katalog, HOSTPORT_V1);
+    std::fs::write(scratch.path("katalog/hostport.yaml"), katalog).unwrap();
+    let crd = scratch.path("crds/hostport.crd.yaml");
+    std::fs::write(&crd, HOSTPORT_CRD).unwrap();
+    std::fs::write(
+        scratch.path("crds/crontab.crd.yaml"),
+        include_str!("../../../katalogs/crontab.crd.yaml"),
+    )
+    .unwrap();
+    let h = Harness::start(
+        "reload-crd-dir",
+        Some(&scratch.path("katalog/hostport.yaml")),
+        |c| c.reload_poll = Duration::from_secs(3600),
+    );
+    let mut c = h.client();
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    assert!(
+        summary["lastReloadError"].is_null(),
+        "the Katalog loads with its CRD directory: {summary}"
+    );
+    let converted = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        converted["response"]["convertedObjects"][0]["host"], "localhost",
+        "{converted}"
+    );
+    let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
+    write_atomic(&crd, &edited);
+    wait_for("the CRD change to fail the reload", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+    });
+    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let err = summary["lastReloadError"].as_str().unwrap();
+    assert!(err.contains("no such field `port` in v2"), "{err}");
+    // Put back: served again.
+    write_atomic(&crd, HOSTPORT_CRD);
+    wait_for("the CRD fix to be served", || {
+        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_null()
+    });
+}
+
+#[test]
 fn configmap_style_symlink_swap_is_picked_up() {
     let scratch = Scratch::new("configmap");
     let mount = scratch.path("mount");

@@ -6,20 +6,23 @@
 //! steps aside (`None`) on anything that path treats specially or may
 //! reject: a parse error, a tag, a merge key (`<<`), an alias used as a
 //! key or into an anchor still open, a key that is not a scalar, keys that
-//! may be duplicates, a value JSON cannot hold, and any count within half
-//! of serde-saphyr's budget. The careful path then gives the answer, its
-//! errors and their positions included.
+//! may be duplicates, a value JSON cannot hold, and anchors or aliases
+//! within half of serde-saphyr's budget for them. The careful path then
+//! gives the answer, its errors and their positions included. Past the
+//! [`Limits`] (nodes, depth) it answers itself, with the limit's error at
+//! the node that went past it: size never makes the slower path run.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_saphyr::Budget;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
-use super::{Plain, json_number, plain_key, resolve_plain};
+use super::{Breach, Error, Limits, Plain, json_number, plain_key, resolve_plain};
 use crate::source::{Node, NodeKind};
 
-/// Every document of `text`, or `None` when the careful path must decide.
-pub(super) fn read(text: &str) -> Option<Vec<Node>> {
+/// Every document of `text` (or the error of a count past `limits`), or
+/// `None` when the careful path must decide.
+pub(super) fn read(text: &str, limits: &Limits) -> Option<Result<Vec<Node>, Error>> {
     let budget = Budget::default();
     let mut reader = Reader {
         docs: Vec::new(),
@@ -28,20 +31,31 @@ pub(super) fn read(text: &str) -> Option<Vec<Node>> {
         anchors: HashMap::new(),
         counts: Counts::default(),
         limits: Counts {
-            events: budget.max_events / 2,
-            nodes: budget.max_nodes / 2,
-            depth: budget.max_depth / 2,
-            scalar_bytes: budget.max_total_scalar_bytes / 2,
-            comment_bytes: budget.max_total_comment_bytes / 2,
-            documents: budget.max_documents / 2,
+            nodes: limits.nodes,
+            depth: limits.depth,
             anchors: budget.max_anchors / 2,
             aliases: budget.max_aliases / 2,
             replayed: serde_saphyr::options::AliasLimits::default().max_total_replayed_events / 2,
         },
     };
-    for item in Parser::new_from_str_with_options(text, parser_options(&budget)) {
+    for item in Parser::new_from_str_with_options(text, parser_options(limits)) {
         let (event, span) = item.ok()?;
         reader.event(event, span)?;
+        let c = &reader.counts;
+        let breach = if c.nodes > limits.nodes {
+            Breach::Nodes
+        } else if c.depth > limits.depth {
+            Breach::Depth
+        } else {
+            continue;
+        };
+        // An alias's copy is left to the careful path, whose alias
+        // budget may say more.
+        if c.aliases > 0 {
+            return None;
+        }
+        let (line, column, _) = place(&span);
+        return Some(Err(limits.breached(breach, line, column)));
     }
     let c = &reader.counts;
     // serde-saphyr's alias-to-anchor ratio check (100 aliases, 10 per
@@ -51,46 +65,41 @@ pub(super) fn read(text: &str) -> Option<Vec<Node>> {
     if c.aliases >= ratio && c.aliases > per_anchor.saturating_mul(c.anchors) {
         return None;
     }
-    Some(reader.docs)
+    Some(Ok(reader.docs))
 }
 
-/// The parser as serde-saphyr configures it for the default budget, so
-/// that both accept the same text.
-fn parser_options(budget: &Budget) -> serde_saphyr::granit_parser::Options {
+/// The parser as serde-saphyr configures it for `limits` (the careful
+/// path's budget), so that both accept the same text; comments are
+/// skipped.
+fn parser_options(limits: &Limits) -> serde_saphyr::granit_parser::Options {
+    let budget = Budget::default();
     let mut options = serde_saphyr::granit_parser::Options::default();
     options.simple_key_max_lookahead = budget.simple_key_max_lookahead;
     options.flow_nesting_limit = budget.flow_nesting_limit;
     options.block_nesting_limit = options
         .block_nesting_limit
-        .max(budget.max_depth.saturating_add(1));
-    options.emit_comments = true;
-    options.max_buffered_comment_events = budget.max_buffered_comment_events;
+        .max(limits.depth.saturating_add(1));
+    options.emit_comments = false;
     options
 }
 
-/// What the budget counts; also the limits this reader stays under.
+/// What the limits count; also the limits this reader stays under (nodes
+/// and depth: the text's, past which it reports the error; anchors and
+/// aliases: half of serde-saphyr's, past which it steps aside).
 #[derive(Default)]
 struct Counts {
-    events: usize,
     nodes: usize,
     depth: usize,
-    scalar_bytes: usize,
-    comment_bytes: usize,
-    documents: usize,
     anchors: usize,
     aliases: usize,
     replayed: usize,
 }
 
 impl Counts {
+    /// Within the anchors and aliases this reader answers for (nodes and
+    /// depth are checked by [`read`]).
     fn within(&self, limits: &Counts) -> bool {
-        self.events <= limits.events
-            && self.nodes <= limits.nodes
-            && self.depth <= limits.depth
-            && self.scalar_bytes <= limits.scalar_bytes
-            && self.comment_bytes <= limits.comment_bytes
-            && self.documents <= limits.documents
-            && self.anchors <= limits.anchors
+        self.anchors <= limits.anchors
             && self.aliases <= limits.aliases
             && self.replayed <= limits.replayed
     }
@@ -149,11 +158,9 @@ struct Reader {
 
 impl Reader {
     fn event(&mut self, event: Event<'_>, span: Span) -> Option<()> {
-        self.counts.events += 1;
         match event {
             Event::StreamStart | Event::StreamEnd => {}
             Event::DocumentStart(..) => {
-                self.counts.documents += 1;
                 self.root = None;
             }
             Event::DocumentEnd => {
@@ -165,13 +172,11 @@ impl Reader {
                     self.docs.push(root);
                 }
             }
-            Event::Comment(text, _) => self.counts.comment_bytes += text.len(),
             Event::Scalar(value, style, anchor, tag) => {
                 if tag.is_some() {
                     return None;
                 }
                 self.counts.nodes += 1;
-                self.counts.scalar_bytes += value.len();
                 let (line, column, defined_at) = place(&span);
                 // The careful path finds a scalar's style by its byte range:
                 // an empty quoted or block scalar there may take the style of
@@ -403,29 +408,24 @@ fn relocate(node: &mut Node, line: usize, column: usize, counts: &mut Counts) ->
                 .max()
                 .unwrap_or(0)
         }
-        NodeKind::String(s) => {
-            counts.scalar_bytes += s.len();
-            0
-        }
-        _ => {
-            counts.scalar_bytes += node.defined_at.map_or(0, |(_, len)| len);
-            0
-        }
+        _ => 0,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::read_documents_carefully;
+    use super::super::{FILE_MAX_DEPTH, read_documents_carefully};
     use super::*;
 
     /// The one-pass reader either steps aside or agrees with the careful
     /// path, positions included.
     fn agrees(text: &str) -> Result<bool, String> {
-        let Some(fast) = read(text) else {
+        let limits = Limits::files();
+        let Some(fast) = read(text, &limits) else {
             return Ok(false);
         };
-        match read_documents_carefully(text) {
+        let fast = fast.map_err(|e| format!("{text:?}: one pass: {e}"))?;
+        match read_documents_carefully(text, &limits) {
             Ok(careful) if careful == fast => Ok(true),
             Ok(careful) => Err(format!(
                 "{text:?}: one pass read\n{fast:?}\ncarefully\n{careful:?}"
@@ -531,13 +531,110 @@ mod tests {
         assert_eq!(agrees(&on), Ok(false));
     }
 
+    /// Within the limits, depth and size are read in one pass; past them,
+    /// both readers give the same located error.
     #[test]
-    fn deep_nesting_is_left_to_the_budget() {
-        let deep = format!("{}{}\n", "[".repeat(40), "]".repeat(40));
-        assert_eq!(agrees(&deep), Ok(false));
-        assert!(read_documents_carefully(&deep).is_ok());
-        let shallow = format!("{}{}\n", "[".repeat(20), "]".repeat(20));
-        assert_eq!(agrees(&shallow), Ok(true));
+    fn the_limits_are_the_one_pass_readers_too() {
+        let deep = |n: usize| format!("{}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(agrees(&deep(40)), Ok(true));
+        // (Not compared with the careful path: its recursion at this depth
+        // needs more than a debug build's test thread has.)
+        assert!(matches!(
+            read(&deep(FILE_MAX_DEPTH), &Limits::files()),
+            Some(Ok(_))
+        ));
+        assert!(matches!(
+            read(&deep(FILE_MAX_DEPTH + 1), &Limits::files()),
+            Some(Err(Error::Limit { .. }))
+        ));
+        let limits = Limits {
+            nodes: 1000,
+            depth: 8,
+        };
+        let both = |text: &str| {
+            let fast = read(text, &limits).expect("answers").map(|_| ());
+            let careful = read_documents_carefully(text, &limits).map(|_| ());
+            let show = |r: Result<(), Error>| r.map_err(|e| (e.message(), e.position()));
+            (show(fast), show(careful))
+        };
+        let (fast, careful) = both(&deep(9));
+        assert_eq!(fast, careful);
+        assert_eq!(
+            fast,
+            Err((
+                "the YAML nests lists and maps more than 8 levels deep (the limit for a file)"
+                    .to_string(),
+                Some((1, 9))
+            ))
+        );
+        assert_eq!(both(&deep(8)), (Ok(()), Ok(())));
+        // 1 map + 500 keys + 500 values = 1001 nodes.
+        let wide: String = (0..500).map(|i| format!("k{i}: {i}\n")).collect();
+        let (fast, careful) = both(&wide);
+        assert_eq!(fast, careful);
+        assert_eq!(
+            fast,
+            Err((
+                "the YAML holds more than 1000 nodes (the limit for a file, counting scalars, lists and maps); \
+                 raise it with --yaml-max-nodes or KATALOG_YAML_MAX_NODES"
+                    .to_string(),
+                Some((500, 7))
+            ))
+        );
+        let fits: String = (0..499).map(|i| format!("k{i}: {i}\n")).collect();
+        assert_eq!(both(&fits), (Ok(()), Ok(())));
+    }
+
+    /// Past half of serde-saphyr's default budget (125,000 of 250,000
+    /// nodes) the one-pass reader stepped aside for the careful path, 2.7×
+    /// slower per node (a cliff); now it reads on to the file's limits.
+    #[test]
+    fn a_large_file_takes_the_one_pass() {
+        // 1 list + 30,000 × (1 map + 4 scalars) = 150,001 nodes.
+        let text: String = (0..30_000)
+            .map(|i| format!("- {{name: n{i}, value: {i}}}\n"))
+            .collect();
+        let docs = read(&text, &Limits::files()).expect("one pass").unwrap();
+        match &docs[0].kind {
+            NodeKind::Seq(items) => assert_eq!(items.len(), 30_000),
+            other => panic!("{other:?}"),
+        }
+        let fewer = Limits {
+            nodes: 150_000,
+            ..Limits::files()
+        };
+        assert!(matches!(
+            read(&text, &fewer),
+            Some(Err(Error::Limit { line: 30_000, .. }))
+        ));
+    }
+
+    /// A block of comments longer than the parser's look-ahead buffer (32
+    /// comment events in serde-saphyr's budget) reads on both paths, in
+    /// every place a comment may be.
+    #[test]
+    fn long_comment_blocks_read() {
+        let block: String = (0..200).map(|i| format!("# line {i}\n")).collect();
+        let indented: String = (0..200).map(|i| format!("  # line {i}\n")).collect();
+        let texts = [
+            format!("{block}a: 1\n"),
+            format!("a: 1\n{block}b: 2\n"),
+            format!("a:\n{indented}  b: 1\n{indented}  c: [1, 2]\n"),
+            format!("- 1\n{block}- 2\n"),
+            format!("a: 1\n{block}---\n{block}b: 2\n{block}"),
+            format!("? a\n{block}: 1\n"),
+        ];
+        for text in &texts {
+            assert_eq!(agrees(text), Ok(true), "{text}");
+            assert!(
+                read_documents_carefully(text, &Limits::files()).is_ok(),
+                "{text}"
+            );
+        }
+        // The careful path too, where the one pass steps aside (a tag).
+        let tagged = format!("a: !!str 1\n{block}b: 2\n");
+        let docs = read_documents_carefully(&tagged, &Limits::files()).unwrap();
+        assert_eq!(docs[0].to_value(), serde_json::json!({"a": "1", "b": 2}));
     }
 
     proptest::proptest! {
