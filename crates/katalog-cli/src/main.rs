@@ -322,9 +322,10 @@ enum Command {
     )]
     Serve(Box<ServeArgs>),
     /// Print the webhook configurations and CRD conversion patches the engine
-    /// would apply (for GitOps review); needs no cluster.
+    /// would apply (for GitOps review), or with --rbac the least RBAC it
+    /// needs for them; needs no cluster.
     #[command(
-        after_help = "Examples:\n  katalog manifests --katalog katalogs/crontab.yaml --ca-bundle ca.crt\n  katalog manifests --katalog katalogs/crontab.yaml --url https://127.0.0.1:8443 -o json"
+        after_help = "Examples:\n  katalog manifests --katalog katalogs/crontab.yaml --ca-bundle ca.crt\n  katalog manifests --katalog katalogs/crontab.yaml --url https://127.0.0.1:8443 -o json\n  katalog manifests --rbac --katalog deploy/base/katalog \\\n    --self-signed-secret katalog-system/katalog-tls --leader-election-namespace katalog-system"
     )]
     Manifests {
         #[command(flatten)]
@@ -332,6 +333,21 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value = "yaml")]
         output: Format,
+        /// Print the ClusterRole, Role and bindings `katalog serve
+        /// --register` needs for this Katalog instead: every rule names its
+        /// objects (the two webhook configurations, the converted CRDs).
+        #[arg(long)]
+        rbac: bool,
+        /// With --rbac: the ServiceAccount the engine runs as (in the
+        /// Service's namespace).
+        #[arg(long, default_value = "katalog", requires = "rbac")]
+        service_account: String,
+        /// With --rbac: the certificate Secret of `serve --self-signed-secret`.
+        #[arg(long, value_name = "NAMESPACE/NAME", requires = "rbac")]
+        self_signed_secret: Option<String>,
+        /// With --rbac: the namespace of `serve --leader-election-namespace`.
+        #[arg(long, requires = "rbac")]
+        leader_election_namespace: Option<String>,
     },
     /// Register the engine with the cluster: server-side apply of the webhook
     /// configurations, removal of those no longer declared, and each CRD's
@@ -1170,10 +1186,42 @@ fn run(cli: Cli) -> Result<(), Exit> {
             }
         }
         Command::Serve(args) => serve(*args),
-        Command::Manifests { target, output } => {
+        Command::Manifests {
+            target,
+            output,
+            rbac,
+            service_account,
+            self_signed_secret,
+            leader_election_namespace,
+        } => {
+            let namespace = target.service_namespace.clone();
             let (ir, reg) = target.load()?;
-            let manifests = katalog_runtime::registration::manifests;
-            print_values(&manifests(&ir, &reg), output);
+            if !rbac {
+                let manifests = katalog_runtime::registration::manifests;
+                print_values(&manifests(&ir, &reg), output);
+                return Ok(());
+            }
+            let secret = match self_signed_secret {
+                None => None,
+                Some(s) => match s.split_once('/') {
+                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                        Some((ns.to_string(), name.to_string()))
+                    }
+                    _ => {
+                        return Err(Exit(
+                            format!("error: --self-signed-secret {s:?} is not NAMESPACE/NAME"),
+                            USAGE,
+                        ));
+                    }
+                },
+            };
+            let options = katalog_runtime::registration::RbacOptions {
+                service_account: (namespace, service_account),
+                secret,
+                leader_election_namespace,
+            };
+            let rbac = katalog_runtime::registration::rbac;
+            print_values(&rbac(&ir, &reg, &options), output);
             Ok(())
         }
         Command::Register(args) => register(args),
