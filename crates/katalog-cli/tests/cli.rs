@@ -154,6 +154,17 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 1,
     },
+    // `crd:` leading out of the Katalog's directory: by `..`, an absolute
+    // path (a device, too), a symlink.
+    Case {
+        name: "check-crd-escape",
+        args: &[
+            "check",
+            "crates/katalog-cli/tests/golden/crd-escape/katalog.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
     Case {
         name: "check-crd-hub-warning",
         args: &[
