@@ -724,7 +724,12 @@ spec:
         for h in &hooks {
             assert_eq!(
                 names_in(&h.namespace_selector),
-                ["katalog-system", "kube-system"]
+                [
+                    "katalog-system",
+                    "kube-node-lease",
+                    "kube-public",
+                    "kube-system"
+                ]
             );
             assert_eq!(h.timeout_seconds, Some(7));
             assert_eq!(h.side_effects, "None");
@@ -770,11 +775,8 @@ spec:
         let url = || Target::Url("https://127.0.0.1:8443".into());
         // A URL target has no namespace of its own.
         let hooks = validating(SELECTORS, url());
-        assert!(
-            hooks
-                .iter()
-                .all(|h| names_in(&h.namespace_selector) == ["kube-system"])
-        );
+        assert!(hooks.iter().all(|h| names_in(&h.namespace_selector)
+            == ["kube-node-lease", "kube-public", "kube-system"]));
         let everywhere = SELECTORS.replace(
             "    timeoutSeconds: 7\n",
             "    timeoutSeconds: 7\n    excludeNamespaces: []\n    excludeEngineNamespace: false\n",
