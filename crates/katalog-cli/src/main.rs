@@ -439,6 +439,9 @@ struct ServeArgs {
     /// TLS, e.g. `--client-ca /etc/katalog/apiserver-client-ca.crt`.
     #[arg(long, env = "KATALOG_CLIENT_CA")]
     client_ca: Option<std::path::PathBuf>,
+    /// The oldest TLS version accepted: 1.2 (AEAD suites only) or 1.3.
+    #[arg(long, env = "KATALOG_TLS_MIN_VERSION", default_value = "1.2", value_parser = ["1.2", "1.3"])]
+    tls_min_version: String,
     /// The authority ceiling: a Katalog over it is refused at load.
     #[command(flatten)]
     ceiling: CeilingArgs,
@@ -1568,6 +1571,10 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
         server.workers = w;
     }
     server.ceiling = args.ceiling.build()?;
+    server.tls_min_version = match args.tls_min_version.as_str() {
+        "1.3" => katalog_runtime::tls::TlsMinVersion::Tls13,
+        _ => katalog_runtime::tls::TlsMinVersion::Tls12,
+    };
     server.engine_namespace = Some(args.service_namespace.clone());
     config.service = Service {
         name: args.service_name,

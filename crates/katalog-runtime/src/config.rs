@@ -62,6 +62,8 @@ pub struct Config {
     pub ceiling: Option<katalog_lang::ceiling::Ceiling>,
     /// The engine's own namespace, protected by the ceiling too.
     pub engine_namespace: Option<String>,
+    /// The oldest TLS version accepted (`--tls-min-version`).
+    pub tls_min_version: crate::tls::TlsMinVersion,
 }
 
 impl Config {
@@ -88,6 +90,7 @@ impl Config {
             reload_poll: Duration::from_secs(10),
             ceiling: None,
             engine_namespace: None,
+            tls_min_version: crate::tls::TlsMinVersion::Tls12,
         }
     }
 }
