@@ -640,7 +640,8 @@ async fn healthz() -> HttpResponse {
 /// paths and values) is told only to a client with a certificate the
 /// `--client-ca` signed; everyone else finds it in the logs.
 async fn readyz(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
-    let certified = state.config.client_ca.is_some() && req.conn_data::<ClientCertified>().is_some();
+    let certified =
+        state.config.client_ca.is_some() && req.conn_data::<ClientCertified>().is_some();
     match state.current() {
         Some(_) => HttpResponse::Ok().content_type("text/plain").body("ok\n"),
         None => HttpResponse::ServiceUnavailable()
@@ -817,8 +818,7 @@ pub async fn start(config: Config) -> Result<Running> {
         tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
     }
     let watchers = crate::reload::watch(state.clone())?;
-    let tls_config =
-        tls::server_config_with_min_version(cert, client_ca, config.tls_min_version)?;
+    let tls_config = tls::server_config_with_min_version(cert, client_ca, config.tls_min_version)?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
         addr: config.listen,
         source,

@@ -1388,7 +1388,10 @@ fn tls_min_version_1_3_refuses_a_tls_1_2_client() {
         c.tls_min_version = katalog_runtime::tls::TlsMinVersion::Tls13;
     });
     let e = tls12_handshake(h.addr()).unwrap_err();
-    assert!(e.contains("ProtocolVersion") || e.contains("protocol version"), "{e}");
+    assert!(
+        e.contains("ProtocolVersion") || e.contains("protocol version"),
+        "{e}"
+    );
     // A TLS 1.3 client is served.
     assert_eq!(h.client().get("/healthz").unwrap().status, 200);
 }
