@@ -389,16 +389,18 @@ impl Housekeeper {
                         keep
                     });
                     for name in crds {
-                        if !crd_watches.contains_key(&name) {
+                        if let std::collections::btree_map::Entry::Vacant(slot) =
+                            crd_watches.entry(name)
+                        {
                             let w = tokio::spawn(watch_loop(
                                 Api::<CustomResourceDefinition>::all(client.clone()),
                                 "CustomResourceDefinition",
-                                by_name(name.clone()),
+                                by_name(slot.key().clone()),
                                 |_: &str| true,
                                 tx.clone(),
                                 self.backoff,
                             ));
-                            crd_watches.insert(name, w);
+                            slot.insert(w);
                         }
                     }
                     let started = Instant::now();
