@@ -299,3 +299,67 @@ pub fn check(
     });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KATALOG: &str = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec:\n  admission:\n    failurePolicy: POLICY\n    mutations:\n      - name: team\n        resources: [v1/configmaps]\n        match: {namespaces: {include: [NS]}}\n        default: {path: metadata.labels.team, value: none}\n    validations:\n      - name: nodes\n        resources: [v1/nodes]\n        path: metadata.labels.team\n        check: {exists: true}\n";
+
+    fn findings(policy: &str, ns: &str, ceiling: &Ceiling) -> Vec<String> {
+        let text = KATALOG.replace("POLICY", policy).replace("NS", ns);
+        let sources = [Source::new("k.yaml", text)];
+        let ir = crate::compile_sources(&sources).unwrap();
+        check(&ir, &sources, ceiling, Some("katalog-system"))
+            .iter()
+            .map(|d| format!("{}: {}", d.loc.as_ref().unwrap(), d.message))
+            .collect()
+    }
+
+    #[test]
+    fn fail_open_rules_are_never_limited_by_the_protected_lists() {
+        assert_eq!(
+            findings("Ignore", "apps", &Ceiling::default()),
+            Vec::<String>::new()
+        );
+        let fail = findings("Fail", "apps", &Ceiling::default());
+        assert_eq!(fail.len(), 1, "{fail:?}");
+        assert!(
+            fail[0].starts_with("k.yaml:13:9: validation `nodes` is fail-closed"),
+            "{fail:?}"
+        );
+    }
+
+    #[test]
+    fn mutations_stay_where_the_ceiling_allows_them() {
+        let ceiling = Ceiling {
+            mutations: Mutations::In(vec!["apps".into()]),
+            ..Ceiling::default()
+        };
+        assert_eq!(findings("Ignore", "apps", &ceiling), Vec::<String>::new());
+        let out = findings("Ignore", "other", &ceiling);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(
+            out[0].starts_with(
+                "k.yaml:8:9: mutation `team`: the ceiling allows mutations only in apps"
+            ),
+            "{out:?}"
+        );
+        let none = Ceiling {
+            mutations: Mutations::Nowhere,
+            ..Ceiling::default()
+        };
+        assert_eq!(findings("Ignore", "apps", &none).len(), 1);
+    }
+
+    #[test]
+    fn group_resources_parse_as_the_flags_write_them() {
+        let p = |s: &str| GroupResource::parse(s).map(|g| g.to_string());
+        assert_eq!(p("/nodes"), Ok("/nodes".into()));
+        assert_eq!(p("pods"), Ok("/pods".into()));
+        assert_eq!(p("apps/deployments"), Ok("apps/deployments".into()));
+        assert_eq!(p("*/*"), Ok("*/*".into()));
+        assert!(p("a/b/c").is_err());
+        assert!(p("apps/").is_err());
+    }
+}
