@@ -545,16 +545,16 @@ fn katalog_reload_follows_its_crd() {
 
 #[test]
 fn katalog_reload_follows_its_crd_in_another_directory() {
-    // The CRD apart from the Katalog (`crd: ../crds/hostport.crd.yaml`),
-    // and no poll within the test: only a watch on the CRD's directory can
-    // see the edit.
+    // The CRD in a directory of its own below the Katalog's (`crd:
+    // crds/hostport.crd.yaml`; `..` would lead out of the Katalog's
+    // directory, which is refused), and no poll within the test: only a
+    // watch on the CRD's directory can see the edit.
     let scratch = Scratch::new("reload-crd-apart");
-    std::fs::create_dir_all(scratch.path("katalog")).unwrap();
-    std::fs::create_dir_all(scratch.path("crds")).unwrap();
-    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: ../crds/hostport.crd.yaml");
+    std::fs::create_dir_all(scratch.path("katalog/crds")).unwrap();
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: crds/hostport.crd.yaml");
     assert_ne!(katalog, HOSTPORT_V1);
     std::fs::write(scratch.path("katalog/hostport.yaml"), katalog).unwrap();
-    let crd = scratch.path("crds/hostport.crd.yaml");
+    let crd = scratch.path("katalog/crds/hostport.crd.yaml");
     std::fs::write(&crd, HOSTPORT_CRD).unwrap();
     let h = Harness::start(
         "reload-crd-apart",
