@@ -612,3 +612,51 @@ fn the_rendered_chart_is_accepted_by_the_apiserver_and_installs() {
         "the Deployment outlived helm uninstall"
     );
 }
+
+/// `rbac.crds` names the CRDs of the Katalog the release serves: the
+/// ClusterRole's CRD rule grants those and no other; the webhook
+/// configuration rules keep their names.
+#[test]
+fn rbac_crds_name_the_crds_the_katalog_converts() {
+    let scratch = Scratch::new("helm-rbac-crds");
+    let helm_home = scratch.path("helm");
+    let crd_rule = |objects: &[Value]| -> Value {
+        let role = find(objects, "ClusterRole", "katalog");
+        role["rules"]
+            .as_array()
+            .and_then(|rules| {
+                rules
+                    .iter()
+                    .find(|r| r["resources"] == serde_json::json!(["customresourcedefinitions"]))
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no CRD rule in {role}"))
+    };
+    let default = template(&helm_home, &[]);
+    assert_eq!(
+        crd_rule(&default)["resourceNames"],
+        serde_json::json!(["crontabs.stable.example.com"])
+    );
+    let own = template(
+        &helm_home,
+        &["rbac.crds={widgets.example.com,gadgets.example.com}"],
+    );
+    assert_eq!(
+        crd_rule(&own)["resourceNames"],
+        serde_json::json!(["widgets.example.com", "gadgets.example.com"])
+    );
+    let role = find(&own, "ClusterRole", "katalog");
+    let names: Vec<&Value> = role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| &r["resourceNames"])
+        .collect();
+    assert_eq!(
+        names[..2],
+        [
+            &serde_json::json!(["katalog-validating"]),
+            &serde_json::json!(["katalog-mutating"])
+        ]
+    );
+}

@@ -762,6 +762,29 @@ fn least_privilege_from_deploy_rbac() {
         ("create", "customresourcedefinitions", ""),
         ("update", "leases/other", NAMESPACE),
         ("list", "crontabs.stable.example.com", "ct"),
+        // Another webhook configuration: neither created nor read, and the
+        // names are not crossed between the two kinds.
+        ("create", "validatingwebhookconfigurations", ""),
+        ("create", "validatingwebhookconfigurations/other", ""),
+        ("create", "mutatingwebhookconfigurations/other", ""),
+        ("patch", "validatingwebhookconfigurations/other", ""),
+        (
+            "create",
+            "mutatingwebhookconfigurations/katalog-validating",
+            "",
+        ),
+        (
+            "create",
+            "validatingwebhookconfigurations/katalog-mutating",
+            "",
+        ),
+        ("list", "validatingwebhookconfigurations", ""),
+        ("watch", "mutatingwebhookconfigurations", ""),
+        // A CRD the Katalog does not convert, and all CRDs.
+        ("patch", "customresourcedefinitions/others.example.com", ""),
+        ("get", "customresourcedefinitions/others.example.com", ""),
+        ("list", "customresourcedefinitions", ""),
+        ("watch", "customresourcedefinitions", ""),
     ] {
         let mut args = vec!["auth", "can-i", verb, what, sa];
         if !namespace.is_empty() {
@@ -772,6 +795,30 @@ fn least_privilege_from_deploy_rbac() {
             String::from_utf8_lossy(&out.stdout).trim(),
             "no",
             "the ServiceAccount may {verb} {what} in {namespace:?}"
+        );
+    }
+
+    // What it may: each by name.
+    for (verb, what) in [
+        (
+            "create",
+            "validatingwebhookconfigurations/katalog-validating",
+        ),
+        ("watch", "mutatingwebhookconfigurations/katalog-mutating"),
+        (
+            "patch",
+            "customresourcedefinitions/crontabs.stable.example.com",
+        ),
+        (
+            "watch",
+            "customresourcedefinitions/crontabs.stable.example.com",
+        ),
+    ] {
+        let out = env.kubectl(["auth", "can-i", verb, what, sa]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "yes",
+            "the ServiceAccount may not {verb} {what}"
         );
     }
 

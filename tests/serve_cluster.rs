@@ -21,7 +21,18 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// `katalog serve --register --self-signed-secret` of `katalog` on `port`.
 fn start_serve_with(env: &TestEnv, port: u16, katalog: &Path, name: &str) -> Serve {
-    let args = [
+    start_serve_with_args(env, port, katalog, name, &[])
+}
+
+/// [`start_serve_with`], with more flags.
+fn start_serve_with_args(
+    env: &TestEnv,
+    port: u16,
+    katalog: &Path,
+    name: &str,
+    extra: &[&str],
+) -> Serve {
+    let mut args = vec![
         "serve".to_string(),
         "--katalog".into(),
         katalog.to_string_lossy().into_owned(),
@@ -39,6 +50,7 @@ fn start_serve_with(env: &TestEnv, port: u16, katalog: &Path, name: &str) -> Ser
         "--workers".into(),
         "1".into(),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     Serve::start(&args)
 }
 
@@ -268,3 +280,77 @@ spec:
         check: { prefix: registry.example.com/ }
         message: crontab images come from registry.example.com
 "#;
+
+/// Fail-closed on Nodes: over the default ceiling.
+const OVER_THE_CEILING: &str = r#"
+apiVersion: katalog.dev/v1alpha1
+kind: Katalog
+metadata:
+  name: node-labels
+spec:
+  admission:
+    validations:
+      - name: node-team
+        resources: [v1/nodes]
+        path: metadata.labels.team
+        check: { exists: true }
+"#;
+
+#[test]
+fn a_katalog_over_the_ceiling_is_refused_and_the_old_one_keeps_serving() {
+    let env = katalog_tests::start_env("serve_ceiling");
+    ok(env.kubectl([
+        "apply",
+        "-f",
+        &repo().join("katalogs/crontab.crd.yaml").to_string_lossy(),
+    ]));
+    ok(env.kubectl([
+        "wait",
+        "--for=condition=Established",
+        &format!("crd/{CRD}"),
+        "--timeout=30s",
+    ]));
+    ok(env.kubectl(["create", "namespace", NAMESPACE]));
+    let scratch = Scratch::new("ceiling");
+    let dir = scratch.path("");
+    std::fs::copy(
+        repo().join("katalogs/crontab.yaml"),
+        dir.join("crontab.yaml"),
+    )
+    .expect("copying crontab.yaml");
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .expect("copying crontab.crd.yaml");
+    std::fs::write(dir.join("cleanup.yaml"), CLEANUP).expect("writing cleanup.yaml");
+    let port = free_port();
+    let vwc = "katalog-ceiling-validating";
+    let mut serve = start_serve_with_args(&env, port, &dir, "katalog-ceiling", &["--ceiling"]);
+    let registered = eventually("the validating configuration", WAIT, || {
+        try_get_json(&env, &["get", "validatingwebhookconfiguration", vwc])
+            .ok_or_else(|| format!("no {vwc} yet"))
+    });
+    eventually("a conversion through the binary", WAIT, || {
+        convert_through(&env, "a")
+    });
+
+    // Hot reload of a Katalog over the ceiling: refused, located, counted.
+    std::fs::write(dir.join("nodes.yaml"), OVER_THE_CEILING).expect("writing nodes.yaml");
+    let refused = serve.wait_for_line("katalog reload failed", WAIT);
+    assert!(
+        refused.contains("nodes.yaml:9:") && refused.contains("on /nodes"),
+        "{refused}"
+    );
+    // The old one keeps serving and stays registered as it was: nothing on
+    // Nodes, conversions go on.
+    eventually("a conversion after the refusal", WAIT, || {
+        convert_through(&env, "b")
+    });
+    let now = try_get_json(&env, &["get", "validatingwebhookconfiguration", vwc])
+        .expect("the validating configuration");
+    assert_eq!(now["webhooks"], registered["webhooks"]);
+    assert!(!now.to_string().contains("\"nodes\""), "{now}");
+    let status = terminate(serve);
+    assert_eq!(status, Some(0), "katalog serve exited with {status:?}");
+}

@@ -236,6 +236,11 @@ enum Command {
         strict: bool,
         #[command(flatten)]
         live: LiveArgs,
+        /// With any ceiling flag, a Katalog over the ceiling is an error;
+        /// without, its lock-out-prone registrations (fail-closed on the
+        /// default protected namespaces or resources) are warnings.
+        #[command(flatten)]
+        ceiling: CeilingArgs,
     },
     /// Analyse the conversion rules against the CRD schemas (`crd:`): for
     /// every spoke and direction, where each field goes (identical, claimed
@@ -439,9 +444,10 @@ enum Command {
     )]
     Serve(Box<ServeArgs>),
     /// Print the webhook configurations and CRD conversion patches the engine
-    /// would apply (for GitOps review); needs no cluster.
+    /// would apply (for GitOps review), or with --rbac the least RBAC it
+    /// needs for them; needs no cluster.
     #[command(
-        after_help = "Examples:\n  katalog manifests --katalog katalogs/crontab.yaml --ca-bundle ca.crt\n  katalog manifests --katalog katalogs/crontab.yaml --url https://127.0.0.1:8443 -o json"
+        after_help = "Examples:\n  katalog manifests --katalog katalogs/crontab.yaml --ca-bundle ca.crt\n  katalog manifests --katalog katalogs/crontab.yaml --url https://127.0.0.1:8443 -o json\n  katalog manifests --rbac --katalog deploy/base/katalog \\\n    --self-signed-secret katalog-system/katalog-tls --leader-election-namespace katalog-system"
     )]
     Manifests {
         #[command(flatten)]
@@ -450,6 +456,21 @@ enum Command {
         /// jsonpath=TEMPLATE.
         #[arg(short, long, default_value = "yaml", value_parser = parse_object_output)]
         output: Output,
+        /// Print the ClusterRole, Role and bindings `katalog serve
+        /// --register` needs for this Katalog instead: every rule names its
+        /// objects (the two webhook configurations, the converted CRDs).
+        #[arg(long)]
+        rbac: bool,
+        /// With --rbac: the ServiceAccount the engine runs as (in the
+        /// Service's namespace).
+        #[arg(long, default_value = "katalog", requires = "rbac")]
+        service_account: String,
+        /// With --rbac: the certificate Secret of `serve --self-signed-secret`.
+        #[arg(long, value_name = "NAMESPACE/NAME", requires = "rbac")]
+        self_signed_secret: Option<String>,
+        /// With --rbac: the namespace of `serve --leader-election-namespace`.
+        #[arg(long, requires = "rbac")]
+        leader_election_namespace: Option<String>,
     },
     /// Register the engine with the cluster: server-side apply of the webhook
     /// configurations, removal of those no longer declared, and each CRD's
@@ -536,6 +557,12 @@ struct ServeArgs {
     /// TLS, e.g. `--client-ca /etc/katalog/apiserver-client-ca.crt`.
     #[arg(long, env = "KATALOG_CLIENT_CA")]
     client_ca: Option<std::path::PathBuf>,
+    /// The oldest TLS version accepted: 1.2 (AEAD suites only) or 1.3.
+    #[arg(long, env = "KATALOG_TLS_MIN_VERSION", default_value = "1.2", value_parser = ["1.2", "1.3"])]
+    tls_min_version: String,
+    /// The authority ceiling: a Katalog over it is refused at load.
+    #[command(flatten)]
+    ceiling: CeilingArgs,
     /// Largest request body, in bytes.
     #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
     body_limit: usize,
@@ -655,6 +682,101 @@ struct ServeArgs {
 }
 
 /// Where the apiserver reaches the engine, shared by `manifests` and `register`.
+/// The authority ceiling (issue 31): what a Katalog may make the engine do,
+/// set by whoever deploys it. Any of these flags turns it on.
+#[derive(clap::Args, Clone, Debug, Default)]
+struct CeilingArgs {
+    /// Enforce the authority ceiling with its defaults: no fail-closed
+    /// validation or mutation on the protected namespaces or resources. A
+    /// Katalog over it is refused (`serve` keeps the last good one).
+    #[arg(long, env = "KATALOG_CEILING")]
+    ceiling: bool,
+    /// Namespaces no fail-closed rule may match (comma-separated; default
+    /// kube-system,kube-node-lease,kube-public; `serve` adds its own).
+    #[arg(
+        long,
+        env = "KATALOG_PROTECTED_NAMESPACES",
+        value_delimiter = ',',
+        value_name = "NS,..."
+    )]
+    protected_namespaces: Option<Vec<String>>,
+    /// Resources no fail-closed rule may match, as GROUP/RESOURCE
+    /// (`/nodes` for the core group; default: nodes, namespaces, leases,
+    /// token and access reviews, webhook and policy configurations,
+    /// APIServices, CSRs).
+    #[arg(
+        long,
+        env = "KATALOG_PROTECTED_RESOURCES",
+        value_delimiter = ',',
+        value_name = "GROUP/RESOURCE,..."
+    )]
+    protected_resources: Option<Vec<String>>,
+    /// The only resources validations and mutations may register for, as
+    /// GROUP/RESOURCE (`*` for any part); default: any.
+    #[arg(
+        long,
+        env = "KATALOG_ALLOW_REGISTER",
+        value_delimiter = ',',
+        value_name = "GROUP/RESOURCE,..."
+    )]
+    allow_register: Option<Vec<String>>,
+    /// The only CRDs (PLURAL.GROUP) whose conversion the Katalog may take
+    /// over; default: any.
+    #[arg(
+        long,
+        env = "KATALOG_ALLOW_CONVERT",
+        value_delimiter = ',',
+        value_name = "CRD,..."
+    )]
+    allow_convert: Option<Vec<String>>,
+    /// Where mutations may apply: `any` (default), `none`, or the only
+    /// namespaces (comma-separated) each mutation must be limited to.
+    #[arg(long, env = "KATALOG_ALLOW_MUTATIONS", value_name = "any|none|NS,...")]
+    allow_mutations: Option<String>,
+}
+
+impl CeilingArgs {
+    /// The ceiling these flags set, if any is given.
+    fn build(&self) -> Result<Option<katalog_lang::ceiling::Ceiling>, Exit> {
+        use katalog_lang::ceiling::{Ceiling, GroupResource, Mutations};
+        let on = self.ceiling
+            || self.protected_namespaces.is_some()
+            || self.protected_resources.is_some()
+            || self.allow_register.is_some()
+            || self.allow_convert.is_some()
+            || self.allow_mutations.is_some();
+        if !on {
+            return Ok(None);
+        }
+        let parse = |list: &[String], flag: &str| -> Result<Vec<GroupResource>, Exit> {
+            list.iter()
+                .filter(|s| !s.is_empty())
+                .map(|s| GroupResource::parse(s))
+                .collect::<Result<_, _>>()
+                .map_err(|e| Exit(format!("error: --{flag}: {e}"), USAGE))
+        };
+        let mut ceiling = Ceiling::default();
+        if let Some(list) = &self.protected_namespaces {
+            ceiling.protected_namespaces = list.iter().filter(|s| !s.is_empty()).cloned().collect();
+        }
+        if let Some(list) = &self.protected_resources {
+            ceiling.protected_resources = parse(list, "protected-resources")?;
+        }
+        if let Some(list) = &self.allow_register {
+            ceiling.register = Some(parse(list, "allow-register")?);
+        }
+        if let Some(list) = &self.allow_convert {
+            ceiling.convert = Some(list.iter().filter(|s| !s.is_empty()).cloned().collect());
+        }
+        ceiling.mutations = match self.allow_mutations.as_deref() {
+            None | Some("any") => Mutations::Anywhere,
+            Some("none") | Some("") => Mutations::Nowhere,
+            Some(list) => Mutations::In(list.split(',').map(str::to_string).collect()),
+        };
+        Ok(Some(ceiling))
+    }
+}
+
 #[derive(clap::Args)]
 struct TargetArgs {
     /// The Katalog: a file or a directory (e.g. a mounted ConfigMap).
@@ -1043,14 +1165,34 @@ fn run(cli: Cli) -> Result<(), Exit> {
             katalog,
             strict,
             live,
+            ceiling,
         } => {
             katalogs.extend(katalog);
             let live = live.fetch()?;
+            let ceiling = ceiling.build()?;
             let mut worst = exit::SUCCESS;
             for path in &katalogs {
                 match load_ir_live(path, live.as_ref()) {
                     Ok(ir) => {
-                        let warnings = &ir.admission.warnings;
+                        let sources = files::read_katalog(path)?;
+                        let over = katalog_lang::ceiling::check(
+                            &ir,
+                            &sources,
+                            ceiling.as_ref().unwrap_or(&Default::default()),
+                            None,
+                        );
+                        if ceiling.is_some() && !over.is_empty() {
+                            eprint!("{}", katalog_lang::Diagnostics(over).render());
+                            worst = worst.max(NO);
+                            continue;
+                        }
+                        let mut warnings = ir.admission.warnings.clone();
+                        // Lock-out-prone: what `serve --ceiling` would refuse.
+                        warnings.extend(over.into_iter().map(|mut d| {
+                            d.message = format!("lock-out-prone: {}", d.message);
+                            d.warning()
+                        }));
+                        let warnings = &warnings;
                         for w in warnings {
                             errln!("{}", w.render());
                         }
@@ -1478,10 +1620,42 @@ fn run(cli: Cli) -> Result<(), Exit> {
             admit(&ir, base, delete, &output, &files, objects.limits())
         }
         Command::Serve(args) => serve(*args),
-        Command::Manifests { target, output } => {
+        Command::Manifests {
+            target,
+            output,
+            rbac,
+            service_account,
+            self_signed_secret,
+            leader_election_namespace,
+        } => {
+            let namespace = target.service_namespace.clone();
             let (ir, reg) = target.load()?;
-            let manifests = katalog_runtime::registration::manifests;
-            print_objects(&manifests(&ir, &reg), &output)?;
+            if !rbac {
+                let manifests = katalog_runtime::registration::manifests;
+                print_objects(&manifests(&ir, &reg), &output)?;
+                return Ok(());
+            }
+            let secret = match self_signed_secret {
+                None => None,
+                Some(s) => match s.split_once('/') {
+                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                        Some((ns.to_string(), name.to_string()))
+                    }
+                    _ => {
+                        return Err(Exit(
+                            format!("error: --self-signed-secret {s:?} is not NAMESPACE/NAME"),
+                            USAGE,
+                        ));
+                    }
+                },
+            };
+            let options = katalog_runtime::registration::RbacOptions {
+                service_account: (namespace, service_account),
+                secret,
+                leader_election_namespace,
+            };
+            let rbac = katalog_runtime::registration::rbac;
+            print_objects(&rbac(&ir, &reg, &options), &output)?;
             Ok(())
         }
         Command::Register(args) => register(args),
@@ -1704,6 +1878,12 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     if let Some(w) = args.workers {
         server.workers = w;
     }
+    server.ceiling = args.ceiling.build()?;
+    server.tls_min_version = match args.tls_min_version.as_str() {
+        "1.3" => katalog_runtime::tls::TlsMinVersion::Tls13,
+        _ => katalog_runtime::tls::TlsMinVersion::Tls12,
+    };
+    server.engine_namespace = Some(args.service_namespace.clone());
     config.service = Service {
         name: args.service_name,
         namespace: args.service_namespace,

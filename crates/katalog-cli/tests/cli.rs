@@ -154,6 +154,51 @@ const CASES: &[Case] = &[
         stdin: None,
         code: 1,
     },
+    // `crd:` leading out of the Katalog's directory: by `..`, an absolute
+    // path (a device, too), a symlink.
+    Case {
+        name: "check-crd-escape",
+        args: &[
+            "check",
+            "crates/katalog-cli/tests/golden/crd-escape/katalog.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    // Lock-out-prone registrations: warnings without a ceiling, errors
+    // located at each rule and resource with one.
+    Case {
+        name: "check-lockout-warnings",
+        args: &["check", "crates/katalog-cli/tests/golden/ceiling.yaml"],
+        stdin: None,
+        code: 0,
+    },
+    Case {
+        name: "check-over-the-ceiling",
+        args: &[
+            "check",
+            "--allow-convert",
+            "others.example.com",
+            "--allow-mutations",
+            "none",
+            "--allow-register",
+            "/pods,stable.example.com/crontabs",
+            "crates/katalog-cli/tests/golden/ceiling.yaml",
+        ],
+        stdin: None,
+        code: 1,
+    },
+    Case {
+        name: "check-ceiling-bad-resource",
+        args: &[
+            "check",
+            "--allow-register",
+            "a/b/c",
+            "katalogs/crontab.yaml",
+        ],
+        stdin: None,
+        code: 2,
+    },
     Case {
         name: "check-crd-hub-warning",
         args: &[

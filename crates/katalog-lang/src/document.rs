@@ -465,7 +465,8 @@ pub struct Admission {
     #[schemars(range(min = 1, max = 30))]
     pub timeout_seconds: Option<u8>,
     /// Namespaces in which no validation or mutation applies (default
-    /// `[kube-system]`; `[]` applies them everywhere). The generated webhooks
+    /// `[kube-system, kube-node-lease, kube-public]`, the namespaces the
+    /// authority ceiling protects; `[]` applies them everywhere). The generated webhooks
     /// leave these namespaces out, so a cluster whose engine is down can
     /// still start the pods that bring it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]

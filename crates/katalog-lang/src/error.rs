@@ -44,6 +44,9 @@ pub enum ErrorKind {
     /// contradicts (a path the schema does not declare, a version it does
     /// not serve).
     Schema,
+    /// A Katalog that asks for more than the deployment's authority
+    /// ceiling allows (see [`crate::ceiling`]).
+    Ceiling,
 }
 
 /// Whether a diagnostic makes the Katalog invalid.

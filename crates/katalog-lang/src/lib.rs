@@ -34,6 +34,7 @@
 pub mod admission;
 pub mod analysis;
 pub mod budget;
+pub mod ceiling;
 pub mod cel;
 pub mod compile;
 pub mod conversion;

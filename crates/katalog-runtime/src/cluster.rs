@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_lang::Ir;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -43,9 +43,10 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
-    #[error("failed to list {kind}s managed by katalog: {source}")]
-    List {
+    #[error("failed to get {kind} {name}: {source}")]
+    Get {
         kind: Kind,
+        name: String,
         #[source]
         source: kube::Error,
     },
@@ -323,41 +324,46 @@ where
     })
 }
 
-/// Deletes the configurations of this kind managed by katalog whose names
-/// are this registration's own (`<reg.name>-validating`,
-/// `<reg.name>-mutating`), except those in `keep`. Another registration's
-/// configurations (`<reg.name>-other-validating`) are never touched.
+/// Deletes the registration's configuration of this kind, `name`
+/// ([`Registration::validating_name`] or [`Registration::mutating_name`]),
+/// when katalog manages it, unless it is in `keep`. Read by
+/// name, never listed: the ClusterRole grants every verb on these two names
+/// only. Another registration's configurations are never touched.
 async fn prune<K>(
     api: &Api<K>,
     kind: Kind,
-    reg_name: &str,
+    name: String,
     keep: &BTreeSet<String>,
     report: &mut RegisterReport,
 ) -> Result<(), ClusterError>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug,
 {
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGER}");
-    let list = api
-        .list(&ListParams::default().labels(&selector))
+    if keep.contains(&name) {
+        return Ok(());
+    }
+    let found = api
+        .get_opt(&name)
         .await
-        .map_err(|source| ClusterError::List { kind, source })?;
-    let own = [
-        format!("{reg_name}-validating"),
-        format!("{reg_name}-mutating"),
-    ];
-    for item in list.items {
-        let Some(name) = item.meta().name.clone() else {
-            continue;
-        };
-        if !own.contains(&name) || keep.contains(&name) {
-            continue;
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => report.push(kind, &name, Action::Deleted),
-            Err(e) if is_not_found(&e) => {}
-            Err(source) => return Err(ClusterError::Delete { kind, name, source }),
-        }
+        .map_err(|source| ClusterError::Get {
+            kind,
+            name: name.clone(),
+            source,
+        })?;
+    let managed = found.as_ref().is_some_and(|item| {
+        item.meta()
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .is_some_and(|v| v == MANAGER)
+    });
+    if !managed {
+        return Ok(());
+    }
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => report.push(kind, &name, Action::Deleted),
+        Err(e) if is_not_found(&e) => {}
+        Err(source) => return Err(ClusterError::Delete { kind, name, source }),
     }
     Ok(())
 }
@@ -384,7 +390,7 @@ pub async fn register(
     prune(
         &validating,
         Kind::ValidatingWebhookConfiguration,
-        &reg.name,
+        reg.validating_name(),
         &keep,
         &mut report,
     )
@@ -401,7 +407,7 @@ pub async fn register(
     prune(
         &mutating,
         Kind::MutatingWebhookConfiguration,
-        &reg.name,
+        reg.mutating_name(),
         &keep,
         &mut report,
     )
@@ -426,8 +432,8 @@ pub async fn register(
     Ok(report)
 }
 
-/// Deletes every webhook configuration managed by katalog whose name starts
-/// with `<reg.name>-`. CRD conversion settings are left as they are: the
+/// Deletes the registration's two webhook configurations
+/// (`<reg.name>-validating`, `<reg.name>-mutating`) when katalog manages them. CRD conversion settings are left as they are: the
 /// objects stored at other versions still need them to be read.
 pub async fn unregister(
     client: Client,
@@ -439,7 +445,7 @@ pub async fn unregister(
     prune(
         &validating,
         Kind::ValidatingWebhookConfiguration,
-        &reg.name,
+        reg.validating_name(),
         &none,
         &mut report,
     )
@@ -448,7 +454,7 @@ pub async fn unregister(
     prune(
         &mutating,
         Kind::MutatingWebhookConfiguration,
-        &reg.name,
+        reg.mutating_name(),
         &none,
         &mut report,
     )

@@ -56,6 +56,14 @@ pub struct Config {
     /// event, in case one is lost (or a file outside the watched
     /// directories changed).
     pub reload_poll: Duration,
+    /// The authority ceiling a Katalog must stay under to be served (see
+    /// [`katalog_lang::ceiling`]); one over it is refused at load and the
+    /// last good one keeps serving. `None`: no ceiling.
+    pub ceiling: Option<katalog_lang::ceiling::Ceiling>,
+    /// The engine's own namespace, protected by the ceiling too.
+    pub engine_namespace: Option<String>,
+    /// The oldest TLS version accepted (`--tls-min-version`).
+    pub tls_min_version: crate::tls::TlsMinVersion,
 }
 
 impl Config {
@@ -80,6 +88,9 @@ impl Config {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             reload_debounce: Duration::from_millis(150),
             reload_poll: Duration::from_secs(10),
+            ceiling: None,
+            engine_namespace: None,
+            tls_min_version: crate::tls::TlsMinVersion::Tls12,
         }
     }
 }

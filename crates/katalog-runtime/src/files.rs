@@ -1,8 +1,14 @@
 //! Reading a Katalog from disk: a file, or a directory such as a mounted
 //! ConfigMap (`name -> ..data/name` symlinks beside hidden timestamped
 //! directories, which are skipped).
+//!
+//! Whoever edits a Katalog names files with it (`crd:`), so what it names
+//! is confined: inside the Katalog's own directory once every symlink is
+//! followed, a regular file (never a device, FIFO or socket, which could
+//! block or never end), at most [`MAX_FILE_BYTES`].
 
-use std::path::Path;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use katalog_lang::load::CrdReference;
 use katalog_lang::{Diagnostic, Diagnostics, ErrorKind, Ir, Source};
@@ -17,6 +23,32 @@ fn io_error(path: &Path, e: std::io::Error) -> Diagnostics {
     ])
 }
 
+/// The largest file read as a Katalog source or a CRD manifest (a
+/// ConfigMap holds 1 MiB; the largest CRDs in use are a few MiB).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A regular file's text, refusing anything else and anything larger than
+/// [`MAX_FILE_BYTES`] before reading more than that.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a device, FIFO or socket is never read)",
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE_BYTES / 1024 / 1024
+        )));
+    }
+    Ok(text)
+}
+
 /// The sources of a Katalog: the file itself, or every `.yaml`, `.yml` and
 /// `.json` file of a directory (not hidden, sorted by name), except files
 /// that hold CustomResourceDefinitions only (the CRDs `crd:` keys name may
@@ -24,11 +56,11 @@ fn io_error(path: &Path, e: std::io::Error) -> Diagnostics {
 pub fn read_katalog(path: &Path) -> Result<Vec<Source>, Diagnostics> {
     let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
     if !meta.is_dir() {
-        let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+        let text = read_text(path).map_err(|e| io_error(path, e))?;
         return Ok(vec![Source::new(path.display().to_string(), text)]);
     }
     let mut sources = Vec::new();
-    for source in read_yaml_dir(path)? {
+    for source in read_yaml_dir(path, None)? {
         // A ConfigMap may carry the CRDs the Katalog's `crd:` keys name
         // beside it: a file of CRDs only is not a Katalog source.
         if !crds_only(&source.text) {
@@ -45,8 +77,10 @@ pub fn read_katalog(path: &Path) -> Result<Vec<Source>, Diagnostics> {
 }
 
 /// Every `.yaml`, `.yml` and `.json` file of a directory (not hidden,
-/// symlinks followed as a ConfigMap mount needs, sorted by name), read.
-fn read_yaml_dir(path: &Path) -> Result<Vec<Source>, Diagnostics> {
+/// symlinks followed as a ConfigMap mount needs, sorted by name), read;
+/// with `within` (a canonical directory), each checked to be inside it
+/// once its symlinks are followed.
+fn read_yaml_dir(path: &Path, within: Option<&Path>) -> Result<Vec<Source>, Diagnostics> {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(path).map_err(|e| io_error(path, e))? {
         let entry = entry.map_err(|e| io_error(path, e))?;
@@ -66,14 +100,16 @@ fn read_yaml_dir(path: &Path) -> Result<Vec<Source>, Diagnostics> {
             format!("{} holds no .yaml, .yml or .json file", path.display()),
         )]));
     }
-    names
-        .into_iter()
-        .map(|name| {
-            let p = path.join(&name);
-            let text = std::fs::read_to_string(&p).map_err(|e| io_error(&p, e))?;
-            Ok(Source::new(p.display().to_string(), text))
-        })
-        .collect()
+    let mut sources = Vec::new();
+    for name in names {
+        let p = path.join(&name);
+        if let Some(base) = within {
+            confine(&p, base).map_err(|e| io_error(&p, e))?;
+        }
+        let text = read_text(&p).map_err(|e| io_error(&p, e))?;
+        sources.push(Source::new(p.display().to_string(), text));
+    }
+    Ok(sources)
 }
 
 /// Whether every document of the text is a CustomResourceDefinition (and
@@ -99,22 +135,47 @@ fn crds_only(text: &str) -> bool {
 /// the Katalog: documents that are not CRDs are skipped when the CRD is
 /// looked for). The error says why, for the language crate to locate at
 /// the key.
+///
+/// Confined to the directory of the Katalog file that holds the key: a
+/// path that leads out of it (`..`, an absolute path, a symlink) is refused,
+/// as is every file of a named directory that does.
 pub fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
-    read_crd_path(&reference.path())
-}
-
-fn read_crd_path(path: &Path) -> Result<Vec<Source>, String> {
+    let path = reference.path();
+    let base = katalog_dir(reference);
+    let base = std::fs::canonicalize(&base)
+        .map_err(|e| format!("failed to read {}: {e}", base.display()))?;
+    confine(&path, &base).map_err(|e| format!("failed to read {}: {e}", path.display()))?;
     let first = |d: Diagnostics| {
         d.0.first()
             .map(|d| d.message.clone())
             .unwrap_or_else(|| format!("failed to read {}", path.display()))
     };
-    let meta = std::fs::metadata(path).map_err(|e| first(io_error(path, e)))?;
+    let meta = std::fs::metadata(&path).map_err(|e| first(io_error(&path, e)))?;
     if meta.is_dir() {
-        return read_yaml_dir(path).map_err(first);
+        return read_yaml_dir(&path, Some(&base)).map_err(first);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| first(io_error(path, e)))?;
+    let text = read_text(&path).map_err(|e| first(io_error(&path, e)))?;
     Ok(vec![Source::new(path.display().to_string(), text)])
+}
+
+/// The directory of the Katalog file that holds a `crd:` key.
+fn katalog_dir(reference: &CrdReference) -> PathBuf {
+    match Path::new(&*reference.source.name).parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether `path`, its symlinks followed, is inside the canonical `base`.
+fn confine(path: &Path, base: &Path) -> std::io::Result<()> {
+    let real = std::fs::canonicalize(path)?;
+    if real.starts_with(base) {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(
+            "it leads out of the Katalog's directory (by `..`, an absolute path or a symlink); a Katalog names only files beside it",
+        ))
+    }
 }
 
 /// Compile the sources of a Katalog (from [`read_katalog`]) with the CRDs
@@ -123,23 +184,33 @@ pub fn compile_katalog(sources: &[Source]) -> Result<Ir, Diagnostics> {
     katalog_lang::compile_with_crds(sources, read_crd)
 }
 
-/// The files and directories the `crd:` keys of a Katalog name, each once
-/// (`crds.yaml` and `./crds.yaml` are one), in the order first named.
-pub fn crd_paths_of(sources: &[Source]) -> Vec<std::path::PathBuf> {
+/// The `crd:` references of a Katalog, one per file or directory named
+/// (`crds.yaml` and `./crds.yaml` are one), in the order first named, with
+/// the path each names.
+fn distinct_crd_references(sources: &[Source]) -> Vec<(PathBuf, CrdReference)> {
     let (loaded, _) = katalog_lang::load::load(sources);
-    let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    let mut out: Vec<(PathBuf, CrdReference)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for reference in katalog_lang::load::crd_references(&loaded) {
-        let path: std::path::PathBuf = reference
+        let path: PathBuf = reference
             .path()
             .components()
             .filter(|c| *c != std::path::Component::CurDir)
             .collect();
         if seen.insert(path.clone()) {
-            paths.push(path);
+            out.push((path, reference));
         }
     }
-    paths
+    out
+}
+
+/// The files and directories the `crd:` keys of a Katalog name, each once
+/// (`crds.yaml` and `./crds.yaml` are one), in the order first named.
+pub fn crd_paths_of(sources: &[Source]) -> Vec<PathBuf> {
+    distinct_crd_references(sources)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
 }
 
 /// The CRD sources the `crd:` keys of a Katalog name, as far as they can be
@@ -147,9 +218,9 @@ pub fn crd_paths_of(sources: &[Source]) -> Vec<std::path::PathBuf> {
 /// directory read once however many resources name it: for the server to
 /// notice a CRD file that changed while the Katalog did not.
 pub fn read_crds_of(sources: &[Source]) -> Vec<Source> {
-    crd_paths_of(sources)
+    distinct_crd_references(sources)
         .iter()
-        .filter_map(|path| read_crd_path(path).ok())
+        .filter_map(|(_, r)| read_crd(r).ok())
         .flatten()
         .collect()
 }
@@ -157,6 +228,82 @@ pub fn read_crds_of(sources: &[Source]) -> Vec<Source> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const KATALOG: &str = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec:\n  resources:\n    - {group: stable.example.com, kind: CronTab, plural: crontabs, hub: v1, versions: [v1], crd: CRD}\n";
+
+    const CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: crontabs.stable.example.com}\nspec:\n  group: stable.example.com\n  names: {kind: CronTab, plural: crontabs}\n  scope: Namespaced\n  versions:\n    - name: v1\n      served: true\n      storage: true\n      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("katalog-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("k")).unwrap();
+        dir
+    }
+
+    /// Compiles `dir/k/k.yaml` naming `crd`; the rendered errors.
+    fn errors_naming(dir: &Path, crd: &str) -> String {
+        let file = dir.join("k/k.yaml");
+        std::fs::write(&file, KATALOG.replace("CRD", crd)).unwrap();
+        let sources = read_katalog(&file).unwrap();
+        compile_katalog(&sources).unwrap_err().render()
+    }
+
+    #[test]
+    fn a_crd_outside_the_katalog_directory_is_refused_at_its_key() {
+        let dir = scratch("outside");
+        let crd = CRD;
+        std::fs::write(dir.join("outside.crd.yaml"), crd).unwrap();
+        std::os::unix::fs::symlink(dir.join("outside.crd.yaml"), dir.join("k/link.crd.yaml"))
+            .unwrap();
+        std::fs::create_dir_all(dir.join("k/crds")).unwrap();
+        std::os::unix::fs::symlink(dir.join("outside.crd.yaml"), dir.join("k/crds/a.yaml"))
+            .unwrap();
+        let absolute = dir.join("outside.crd.yaml").display().to_string();
+        for named in [
+            "../outside.crd.yaml",
+            &absolute,
+            "link.crd.yaml",
+            "crds",
+            "/dev/zero",
+        ] {
+            let e = errors_naming(&dir, named);
+            assert!(
+                e.contains("leads out of the Katalog's directory"),
+                "{named}: {e}"
+            );
+            assert!(e.contains("k.yaml:6:"), "{named}: located at the key: {e}");
+        }
+        // Inside, a ConfigMap's `..data` symlinks included, it is read.
+        std::fs::create_dir_all(dir.join("k/..data")).unwrap();
+        std::fs::write(dir.join("k/..data/crontab.crd.yaml"), crd).unwrap();
+        std::os::unix::fs::symlink("..data/crontab.crd.yaml", dir.join("k/crontab.crd.yaml"))
+            .unwrap();
+        let file = dir.join("k/k.yaml");
+        std::fs::write(&file, KATALOG.replace("CRD", "crontab.crd.yaml")).unwrap();
+        compile_katalog(&read_katalog(&file).unwrap()).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn special_and_huge_files_are_refused_without_reading_them() {
+        let dir = scratch("special");
+        let fifo = dir.join("k/fifo.crd.yaml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        // Opening a FIFO with no writer would block forever.
+        let e = errors_naming(&dir, "fifo.crd.yaml");
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = std::fs::File::create(dir.join("k/big.crd.yaml")).unwrap();
+        big.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let e = errors_naming(&dir, "big.crd.yaml");
+        assert!(e.contains("larger than 16 MiB"), "{e}");
+        let e = read_katalog(Path::new("/dev/zero")).unwrap_err().render();
+        assert!(e.contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    mod shared_reads {
+        use super::super::*;
 
     /// A CRD of kind CronTab in `group`, serving v1 only.
     fn crd(group: &str) -> String {
@@ -231,5 +378,6 @@ mod tests {
         let e = compile_katalog(&sources).unwrap_err().render();
         assert!(e.contains("holds no .yaml, .yml or .json file"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
     }
 }

@@ -13,7 +13,7 @@
 //! `<registration name>-leader` reconciles (see [`crate::leader`]); the
 //! others keep trying to acquire it every renew period.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -32,9 +32,7 @@ use tokio::sync::{mpsc, watch};
 use crate::cluster::{self, ClusterError, RegisterReport};
 use crate::leader::{Elector, LeaderElection};
 use crate::metrics::LeaseLabels;
-use crate::registration::{
-    MANAGED_BY_LABEL, MANAGER, Registration, SharedCaBundle, crd_conversion_patches,
-};
+use crate::registration::{Registration, SharedCaBundle, crd_conversion_patches};
 use crate::state::State;
 
 /// How long the unregistration of `cleanupOnShutdown` may take at stop.
@@ -330,56 +328,35 @@ impl Housekeeper {
         let mut lease_tick = tokio::time::interval_at(tokio::time::Instant::now() + renew, renew);
         lease_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
-        let crds: Arc<Mutex<BTreeSet<String>>> = Arc::default();
         let (tx, mut rx) = mpsc::unbounded_channel::<Trigger>();
-        let selector = format!("{MANAGED_BY_LABEL}={MANAGER}");
-        let own: Arc<BTreeSet<String>> = Arc::new(
-            [
-                format!("{}-validating", reg.name),
-                format!("{}-mutating", reg.name),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        let watches = vec![
+        // Each object is watched by name (a `metadata.name` field selector,
+        // which the apiserver authorizes as a request for that name): the
+        // ClusterRole grants nothing cluster-wide.
+        let by_name = |name: String| Selector {
+            labels: None,
+            fields: Some(format!("metadata.name={name}")),
+        };
+        let mut watches = vec![
             tokio::spawn(watch_loop(
                 Api::<ValidatingWebhookConfiguration>::all(client.clone()),
                 "ValidatingWebhookConfiguration",
-                Selector {
-                    labels: Some(selector.clone()),
-                    fields: None,
-                },
-                {
-                    let own = own.clone();
-                    move |name: &str| own.contains(name)
-                },
+                by_name(reg.validating_name()),
+                |_: &str| true,
                 tx.clone(),
                 self.backoff,
             )),
             tokio::spawn(watch_loop(
                 Api::<MutatingWebhookConfiguration>::all(client.clone()),
                 "MutatingWebhookConfiguration",
-                Selector {
-                    labels: Some(selector),
-                    fields: None,
-                },
-                move |name: &str| own.contains(name),
-                tx.clone(),
-                self.backoff,
-            )),
-            tokio::spawn(watch_loop(
-                Api::<CustomResourceDefinition>::all(client.clone()),
-                "CustomResourceDefinition",
-                Selector::default(),
-                {
-                    let crds = crds.clone();
-                    move |name: &str| crds.lock().map(|c| c.contains(name)).unwrap_or(true)
-                },
+                by_name(reg.mutating_name()),
+                |_: &str| true,
                 tx.clone(),
                 self.backoff,
             )),
         ];
-        drop(tx);
+        // One watch per CRD the served Katalog converts, started and
+        // stopped as the Katalog changes.
+        let mut crd_watches: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
 
         let mut pending = Some(Trigger::Start);
         let mut served: Option<String> = None;
@@ -400,11 +377,31 @@ impl Housekeeper {
                     if let Some(bundle) = &self.ca_bundle {
                         reg.ca_bundle = bundle.load().as_ref().clone();
                     }
-                    if let Ok(mut c) = crds.lock() {
-                        *c = crd_conversion_patches(&loaded.ir, &reg)
-                            .into_iter()
-                            .map(|(name, _)| name)
-                            .collect();
+                    let crds: BTreeSet<String> = crd_conversion_patches(&loaded.ir, &reg)
+                        .into_iter()
+                        .map(|(name, _)| name)
+                        .collect();
+                    crd_watches.retain(|name, w| {
+                        let keep = crds.contains(name);
+                        if !keep {
+                            w.abort();
+                        }
+                        keep
+                    });
+                    for name in crds {
+                        if let std::collections::btree_map::Entry::Vacant(slot) =
+                            crd_watches.entry(name)
+                        {
+                            let w = tokio::spawn(watch_loop(
+                                Api::<CustomResourceDefinition>::all(client.clone()),
+                                "CustomResourceDefinition",
+                                by_name(slot.key().clone()),
+                                |_: &str| true,
+                                tx.clone(),
+                                self.backoff,
+                            ));
+                            slot.insert(w);
+                        }
                     }
                     let started = Instant::now();
                     let result = tokio::select! {
@@ -466,6 +463,7 @@ impl Housekeeper {
                 }
             }
         }
+        watches.extend(crd_watches.into_values());
         for w in watches {
             w.abort();
         }

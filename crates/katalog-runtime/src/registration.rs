@@ -41,6 +41,18 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// `<name>-validating`: the only ValidatingWebhookConfiguration the
+    /// engine reads, writes or watches (the ClusterRole names it).
+    pub fn validating_name(&self) -> String {
+        format!("{}-validating", self.name)
+    }
+
+    /// `<name>-mutating`: the only MutatingWebhookConfiguration the engine
+    /// reads, writes or watches.
+    pub fn mutating_name(&self) -> String {
+        format!("{}-mutating", self.name)
+    }
+
     /// The namespace the engine runs in, when the registration knows it
     /// (the Service's): the generated webhooks leave it out.
     pub fn engine_namespace(&self) -> Option<&str> {
@@ -363,7 +375,7 @@ pub fn validating_configuration(
         ));
     }
     (!hooks.is_empty()).then(|| ValidatingWebhookConfiguration {
-        metadata: meta(format!("{}-validating", reg.name)),
+        metadata: meta(reg.validating_name()),
         webhooks: Some(hooks),
     })
 }
@@ -393,7 +405,7 @@ pub fn mutating_configuration(ir: &Ir, reg: &Registration) -> Option<MutatingWeb
         })
         .collect();
     (!hooks.is_empty()).then(|| MutatingWebhookConfiguration {
-        metadata: meta(format!("{}-mutating", reg.name)),
+        metadata: meta(reg.mutating_name()),
         webhooks: Some(hooks),
     })
 }
@@ -436,6 +448,110 @@ pub fn manifests(ir: &Ir, reg: &Registration) -> Vec<Value> {
         let mut crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name}});
         crd["spec"] = patch["spec"].clone();
         out.push(crd);
+    }
+    out
+}
+
+/// What the engine does besides registering, for [`rbac`]: each adds the
+/// namespaced rules it needs.
+#[derive(Clone, Debug, Default)]
+pub struct RbacOptions {
+    /// The ServiceAccount the engine runs as: `(namespace, name)`.
+    pub service_account: (String, String),
+    /// `--self-signed-secret NAMESPACE/NAME`: the certificate Secret.
+    pub secret: Option<(String, String)>,
+    /// `--leader-election-namespace`: the Lease `<name>-leader` there.
+    pub leader_election_namespace: Option<String>,
+}
+
+fn rule(group: &str, resource: &str, names: &[String], verbs: &[&str]) -> Value {
+    let mut r = json!({"apiGroups": [group], "resources": [resource]});
+    if !names.is_empty() {
+        r["resourceNames"] = json!(names);
+    }
+    r["verbs"] = json!(verbs);
+    r
+}
+
+/// The least RBAC `katalog serve --register` needs for this Katalog and
+/// registration: a ClusterRole whose every rule names its objects (the
+/// registration's two webhook configurations, each under its own kind, and
+/// the CRDs the Katalog converts), its binding, and per namespace a Role and
+/// RoleBinding for the certificate Secret and the leader Lease. Every verb,
+/// `create` included, is under `resourceNames` where the apiserver sees a
+/// name: server-side apply is authorized as `create` of that name, and a
+/// list or watch with a `metadata.name` field selector as a request for it.
+/// Only a Secret's or a Lease's plain `create` carries no name.
+pub fn rbac(ir: &Ir, reg: &Registration, options: &RbacOptions) -> Vec<Value> {
+    const ADMISSION: &str = "admissionregistration.k8s.io";
+    const ALL: [&str; 6] = ["get", "list", "watch", "create", "patch", "delete"];
+    let (sa_namespace, sa_name) = &options.service_account;
+    let subjects = json!([{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}]);
+    let mut cluster = vec![
+        rule(
+            ADMISSION,
+            "validatingwebhookconfigurations",
+            &[reg.validating_name()],
+            &ALL,
+        ),
+        rule(
+            ADMISSION,
+            "mutatingwebhookconfigurations",
+            &[reg.mutating_name()],
+            &ALL,
+        ),
+    ];
+    let crds: Vec<String> = crd_conversion_patches(ir, reg)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    if !crds.is_empty() {
+        cluster.push(rule(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &crds,
+            &["get", "list", "watch", "patch"],
+        ));
+    }
+    let mut out = vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": reg.name}, "rules": cluster}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": reg.name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reg.name},
+               "subjects": subjects}),
+    ];
+    let mut namespaced: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    if let Some((namespace, name)) = &options.secret {
+        let rules = namespaced.entry(namespace).or_default();
+        rules.push(rule(
+            "",
+            "secrets",
+            std::slice::from_ref(name),
+            &["get", "list", "watch", "update"],
+        ));
+        rules.push(rule("", "secrets", &[], &["create"]));
+    }
+    if let Some(namespace) = &options.leader_election_namespace {
+        let rules = namespaced.entry(namespace).or_default();
+        rules.push(rule(
+            "coordination.k8s.io",
+            "leases",
+            &[format!("{}-leader", reg.name)],
+            &["get", "update"],
+        ));
+        rules.push(rule("coordination.k8s.io", "leases", &[], &["create"]));
+    }
+    for (namespace, rules) in namespaced {
+        let meta = json!({"name": reg.name, "namespace": namespace});
+        out.push(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": meta, "rules": rules}),
+        );
+        out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": meta,
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": reg.name},
+                        "subjects": subjects}));
     }
     out
 }
@@ -608,7 +724,12 @@ spec:
         for h in &hooks {
             assert_eq!(
                 names_in(&h.namespace_selector),
-                ["katalog-system", "kube-system"]
+                [
+                    "katalog-system",
+                    "kube-node-lease",
+                    "kube-public",
+                    "kube-system"
+                ]
             );
             assert_eq!(h.timeout_seconds, Some(7));
             assert_eq!(h.side_effects, "None");
@@ -654,11 +775,8 @@ spec:
         let url = || Target::Url("https://127.0.0.1:8443".into());
         // A URL target has no namespace of its own.
         let hooks = validating(SELECTORS, url());
-        assert!(
-            hooks
-                .iter()
-                .all(|h| names_in(&h.namespace_selector) == ["kube-system"])
-        );
+        assert!(hooks.iter().all(|h| names_in(&h.namespace_selector)
+            == ["kube-node-lease", "kube-public", "kube-system"]));
         let everywhere = SELECTORS.replace(
             "    timeoutSeconds: 7\n",
             "    timeoutSeconds: 7\n    excludeNamespaces: []\n    excludeEngineNamespace: false\n",
@@ -703,5 +821,42 @@ spec:
             .as_bytes()
             .to_vec();
         assert_eq!(r.check(), Ok(()));
+    }
+
+    /// deploy/base/rbac.yaml is what `katalog manifests --rbac` prints for
+    /// the deployed Katalog: rule for rule, names and verbs.
+    #[test]
+    fn the_shipped_rbac_is_the_generated_one() {
+        let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+        let sources = crate::files::read_katalog(std::path::Path::new(&format!(
+            "{root}/deploy/base/katalog"
+        )))
+        .unwrap();
+        let ir = crate::files::compile_katalog(&sources).unwrap();
+        let options = RbacOptions {
+            service_account: ("katalog-system".into(), "katalog".into()),
+            secret: Some(("katalog-system".into(), "katalog-tls".into())),
+            leader_election_namespace: Some("katalog-system".into()),
+        };
+        let generated = rbac(&ir, &reg(service()), &options);
+        let text = std::fs::read_to_string(format!("{root}/deploy/base/rbac.yaml")).unwrap();
+        let shipped: Vec<Value> = katalog_lang::yaml::read_documents(&text)
+            .unwrap()
+            .iter()
+            .map(|r| r.to_value())
+            .collect();
+        for kind in ["ClusterRole", "Role"] {
+            let rules = |docs: &[Value]| -> Vec<Value> {
+                docs.iter()
+                    .filter(|d| d["kind"] == kind)
+                    .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            };
+            assert_eq!(rules(&shipped), rules(&generated), "{kind}");
+        }
+        // No rule of the ClusterRole is without names.
+        for r in generated[0]["rules"].as_array().unwrap() {
+            assert!(r["resourceNames"].is_array(), "{r}");
+        }
     }
 }

@@ -684,18 +684,21 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
 }
 
-async fn readyz(state: web::Data<State>) -> HttpResponse {
+/// Probes are unauthenticated: why the Katalog failed to load (its text,
+/// paths and values) is told only to a client with a certificate the
+/// `--client-ca` signed; everyone else finds it in the logs.
+async fn readyz(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    let certified =
+        state.config.client_ca.is_some() && req.conn_data::<ClientCertified>().is_some();
     match state.current() {
         Some(_) => HttpResponse::Ok().content_type("text/plain").body("ok\n"),
         None => HttpResponse::ServiceUnavailable()
             .content_type("text/plain")
-            .body(format!(
-                "not ready: no Katalog is loaded{}\n",
-                state
-                    .last_error()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
-            )),
+            .body(match state.last_error() {
+                Some(e) if certified => format!("not ready: no Katalog is loaded ({e})\n"),
+                Some(_) => "not ready: no Katalog is loaded (the reason is in the logs)\n".into(),
+                None => "not ready: no Katalog is loaded\n".into(),
+            }),
     }
 }
 
@@ -863,7 +866,7 @@ pub async fn start(config: Config) -> Result<Running> {
         tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
     }
     let watchers = crate::reload::watch(state.clone())?;
-    let tls_config = tls::server_config_with_client_ca(cert, client_ca)?;
+    let tls_config = tls::server_config_with_min_version(cert, client_ca, config.tls_min_version)?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
         addr: config.listen,
         source,

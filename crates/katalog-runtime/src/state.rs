@@ -199,6 +199,18 @@ impl State {
                     *failed = Some(hash.clone());
                     Failed(d.render())
                 })?;
+                if let Some(ceiling) = &self.config.ceiling {
+                    let over = katalog_lang::ceiling::check(
+                        &ir,
+                        &sources,
+                        ceiling,
+                        self.config.engine_namespace.as_deref(),
+                    );
+                    if !over.is_empty() {
+                        *failed = Some(hash.clone());
+                        return Err(Failed(katalog_lang::Diagnostics(over).render()));
+                    }
+                }
                 *failed = None;
                 Ok(Some(Loaded {
                     ir: Arc::new(ir),
@@ -435,6 +447,41 @@ mod tests {
                 text()
             );
         });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_katalog_over_the_ceiling_is_refused_and_the_last_good_one_keeps_serving() {
+        let dir = std::env::temp_dir().join(format!("katalog-ceiling-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("k.yaml");
+        let good = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec:\n  admission:\n    validations:\n      - name: pod-owner\n        resources: [v1/pods]\n        path: metadata.labels.owner\n        check: {exists: true}\n";
+        std::fs::write(&file, good).unwrap();
+        let mut state = state(file.clone());
+        state.config.ceiling = Some(katalog_lang::ceiling::Ceiling::default());
+        state.config.engine_namespace = Some("katalog-system".into());
+        assert!(matches!(state.reload(), Ok(true)));
+        let served = state.current().unwrap().hash.clone();
+        // Fail-closed on Nodes: over the default ceiling.
+        let over = good.replace("[v1/pods]", "[v1/nodes]");
+        std::fs::write(&file, &over).unwrap();
+        let e = state.reload().unwrap_err().to_string();
+        assert!(e.contains("k.yaml:7:"), "located at the rule: {e}");
+        assert!(
+            e.contains("fail-closed (failurePolicy Fail) on /nodes"),
+            "{e}"
+        );
+        assert_eq!(state.current().unwrap().hash, served);
+        assert_eq!(state.metrics.reload_failures.get(), 1);
+        // Without excluding the engine's namespace, neither.
+        let own = good.replace(
+            "  admission:\n",
+            "  admission:\n    excludeEngineNamespace: false\n",
+        );
+        std::fs::write(&file, &own).unwrap();
+        let e = state.reload().unwrap_err().to_string();
+        assert!(e.contains("in katalog-system"), "{e}");
+        assert_eq!(state.current().unwrap().hash, served);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -134,9 +134,32 @@ pub fn server_config_with_client_ca(
     cert: Arc<ReloadingCert>,
     client_ca: Option<Arc<ReloadingClientCa>>,
 ) -> Result<rustls::ServerConfig, TlsError> {
+    server_config_with_min_version(cert, client_ca, TlsMinVersion::Tls12)
+}
+
+/// The oldest TLS version the server accepts (`--tls-min-version`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsMinVersion {
+    /// TLS 1.2 (AEAD suites only) and 1.3: what every supported apiserver speaks.
+    #[default]
+    Tls12,
+    /// TLS 1.3 only: a TLS 1.2 ClientHello fails the handshake.
+    Tls13,
+}
+
+/// [`server_config_with_client_ca`], accepting TLS `min` and newer.
+pub fn server_config_with_min_version(
+    cert: Arc<ReloadingCert>,
+    client_ca: Option<Arc<ReloadingClientCa>>,
+    min: TlsMinVersion,
+) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = match min {
+        TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
     let builder = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(versions)
         .map_err(|e| TlsError::Key(e.to_string()))?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),

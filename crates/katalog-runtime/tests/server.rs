@@ -545,16 +545,16 @@ fn katalog_reload_follows_its_crd() {
 
 #[test]
 fn katalog_reload_follows_its_crd_in_another_directory() {
-    // The CRD apart from the Katalog (`crd: ../crds/hostport.crd.yaml`),
-    // and no poll within the test: only a watch on the CRD's directory can
-    // see the edit.
+    // The CRD in a directory of its own below the Katalog's (`crd:
+    // crds/hostport.crd.yaml`; `..` would lead out of the Katalog's
+    // directory, which is refused), and no poll within the test: only a
+    // watch on the CRD's directory can see the edit.
     let scratch = Scratch::new("reload-crd-apart");
-    std::fs::create_dir_all(scratch.path("katalog")).unwrap();
-    std::fs::create_dir_all(scratch.path("crds")).unwrap();
-    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: ../crds/hostport.crd.yaml");
+    std::fs::create_dir_all(scratch.path("katalog/crds")).unwrap();
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: crds/hostport.crd.yaml");
     assert_ne!(katalog, HOSTPORT_V1);
     std::fs::write(scratch.path("katalog/hostport.yaml"), katalog).unwrap();
-    let crd = scratch.path("crds/hostport.crd.yaml");
+    let crd = scratch.path("katalog/crds/hostport.crd.yaml");
     std::fs::write(&crd, HOSTPORT_CRD).unwrap();
     let h = Harness::start(
         "reload-crd-apart",
@@ -804,6 +804,8 @@ fn readiness_waits_for_a_katalog() {
     let r = c.get("/readyz").unwrap();
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("no Katalog is loaded"), "{}", r.text());
+    // Why is for the logs, not for a stranger.
+    assert!(!r.text().contains("k.yaml"), "{}", r.text());
     assert_eq!(c.get("/healthz").unwrap().status, 200);
     assert_eq!(
         c.post_json("/convert", &hostport_review()).unwrap().status,
@@ -1560,4 +1562,52 @@ fn a_long_pattern_from_the_object_is_charged_and_leaves_the_connection_threads()
         .post_json("/validate", &long_pattern_review(3, 5))
         .unwrap();
     assert_eq!(r.json().unwrap()["response"]["allowed"], true);
+}
+
+/// Whether a TLS 1.2-only client (rustls, AEAD suites) completes its
+/// handshake with the server at `addr`.
+fn tls12_handshake(addr: std::net::SocketAddr) -> Result<(), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca().ca_pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Bounded: a handshake is a few round trips.
+    for _ in 0..20 {
+        if !conn.is_handshaking() {
+            return Ok(());
+        }
+        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+    }
+    Err("the handshake did not finish".into())
+}
+
+#[test]
+fn tls_min_version_1_3_refuses_a_tls_1_2_client() {
+    // By default a TLS 1.2 client is served (the test client works).
+    let h = Harness::start("tls12", Some(&crontab()), |_| {});
+    assert_eq!(tls12_handshake(h.addr()), Ok(()));
+    drop(h);
+    let h = Harness::start("tls13", Some(&crontab()), |c| {
+        c.tls_min_version = katalog_runtime::tls::TlsMinVersion::Tls13;
+    });
+    let e = tls12_handshake(h.addr()).unwrap_err();
+    assert!(
+        e.contains("ProtocolVersion") || e.contains("protocol version"),
+        "{e}"
+    );
+    // A TLS 1.3 client is served.
+    assert_eq!(h.client().get("/healthz").unwrap().status, 200);
 }

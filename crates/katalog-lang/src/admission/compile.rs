@@ -360,7 +360,7 @@ fn name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// The namespaces no rule applies in unless the Katalog says otherwise.
-pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
+pub const DEFAULT_EXCLUDED_NAMESPACES: [&str; 3] = crate::ceiling::DEFAULT_PROTECTED_NAMESPACES;
 
 /// Compile the admission rules and protections of every document; rules on
 /// the declared `resources` are resolved to the one version they are
@@ -1392,6 +1392,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
         for_each,
         scale_replicas,
         origin: format!("{} (validation {})", ctx.doc.locate(at), v.name),
+        loc: ctx.doc.locate(at),
     })
 }
 
@@ -1708,5 +1709,6 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         ops,
         for_each,
         origin: format!("{} (mutation {})", ctx.doc.locate(at), m.name),
+        loc: ctx.doc.locate(at),
     })
 }

@@ -33,7 +33,8 @@ pub struct AdmissionIr {
     pub timeout_seconds: u8,
     pub variables: Vec<(String, CelProgram)>,
     /// Namespaces no validation or mutation applies in (Katalog-wide;
-    /// default `kube-system`). The generated webhooks leave them out.
+    /// default `kube-system`, `kube-node-lease`, `kube-public`). The generated
+    /// webhooks leave them out.
     pub excluded_namespaces: Vec<String>,
     /// Whether the generated webhooks also leave out the engine's own
     /// namespace (default true).
@@ -433,6 +434,9 @@ pub struct ValidationIr {
     pub scale_replicas: Path,
     /// Where the rule was written.
     pub origin: String,
+    /// Where the rule was written, for located errors about it (the
+    /// ceiling's).
+    pub loc: crate::source::Loc,
 }
 
 #[derive(Debug, Clone)]
@@ -552,6 +556,8 @@ pub struct MutationIr {
     /// With `forEach`, the ops' paths are relative to each element.
     pub for_each: Option<ForEachIr>,
     pub origin: String,
+    /// Where the rule was written.
+    pub loc: crate::source::Loc,
 }
 
 impl MutationIr {

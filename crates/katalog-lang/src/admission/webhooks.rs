@@ -124,7 +124,7 @@ pub fn implied_subresources(v: &ValidationIr) -> Vec<&'static str> {
 /// What one rule registers: its resources (and the subresources `implied`
 /// for UPDATE), and the pod controllers a Pod rule also applies to
 /// (autogen; their templates change on UPDATE too).
-fn registered(ir: &Ir, m: &MatchIr, implied: &[&str]) -> Vec<WebhookRule> {
+pub(crate) fn registered(ir: &Ir, m: &MatchIr, implied: &[&str]) -> Vec<WebhookRule> {
     let names = |ops: &BTreeSet<crate::document::Operation>| -> Vec<String> {
         ops.iter().map(|o| o.as_str().to_string()).collect()
     };

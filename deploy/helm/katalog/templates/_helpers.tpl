@@ -49,7 +49,8 @@ The rules of a kind (ClusterRole or Role) in deploy/base/rbac.yaml
 (files/rbac.yaml links to it), so the chart grants what the kustomize base
 grants, no more: the object names there that start with `katalog-` (the
 Secret, the Lease, the webhook configurations) are renamed after this
-release. Usage: include "katalog.baseRules" (list . "ClusterRole")
+release, and the CRD rule names `rbac.crds` when set (the CRDs the Katalog
+converts). Usage: include "katalog.baseRules" (list . "ClusterRole")
 */}}
 {{- define "katalog.baseRules" -}}
 {{- $root := index . 0 -}}
@@ -60,7 +61,9 @@ release. Usage: include "katalog.baseRules" (list . "ClusterRole")
 {{- $object := fromYaml $doc -}}
 {{- if eq (get $object "kind" | default "") $kind -}}
 {{- range $rule := $object.rules -}}
-{{- if hasKey $rule "resourceNames" -}}
+{{- if and (has "customresourcedefinitions" $rule.resources) $root.Values.rbac.crds -}}
+{{- $_ := set $rule "resourceNames" $root.Values.rbac.crds -}}
+{{- else if hasKey $rule "resourceNames" -}}
 {{- $names := list -}}
 {{- range $name := $rule.resourceNames -}}
 {{- if hasPrefix "katalog-" $name -}}
