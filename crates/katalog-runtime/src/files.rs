@@ -305,79 +305,80 @@ mod tests {
     mod shared_reads {
         use super::super::*;
 
-    /// A CRD of kind CronTab in `group`, serving v1 only.
-    fn crd(group: &str) -> String {
-        format!(
-            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: crontabs.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: crontabs, kind: CronTab}}\n  versions:\n    - {{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object}}}}}}\n"
-        )
-    }
+        /// A CRD of kind CronTab in `group`, serving v1 only.
+        fn crd(group: &str) -> String {
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: crontabs.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: crontabs, kind: CronTab}}\n  versions:\n    - {{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object}}}}}}\n"
+            )
+        }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("katalog-files-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+        fn scratch(name: &str) -> std::path::PathBuf {
+            let dir =
+                std::env::temp_dir().join(format!("katalog-files-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        }
 
-    /// A Katalog of `n` resources, each of its own group, all naming `crd`.
-    fn katalog(n: usize, crd: &str) -> String {
-        let mut text = String::from(
-            "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  resources:\n",
-        );
-        for i in 0..n {
-            let crd = if i % 2 == 0 {
-                crd.to_string()
-            } else {
-                format!("./{crd}")
-            };
-            text.push_str(&format!(
+        /// A Katalog of `n` resources, each of its own group, all naming `crd`.
+        fn katalog(n: usize, crd: &str) -> String {
+            let mut text = String::from(
+                "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: t}\nspec:\n  resources:\n",
+            );
+            for i in 0..n {
+                let crd = if i % 2 == 0 {
+                    crd.to_string()
+                } else {
+                    format!("./{crd}")
+                };
+                text.push_str(&format!(
                 "    - {{group: g{i}.example.com, kind: CronTab, plural: crontabs, hub: v1, versions: [v1], crd: {crd}}}\n"
             ));
+            }
+            text
         }
-        text
-    }
 
-    /// Every resource names one bundle of CRDs: the reload poll reads
-    /// (and hashes) it once, not once per resource.
-    #[test]
-    fn the_poll_reads_a_bundle_once() {
-        let dir = scratch("bundle");
-        let bundle: String = (0..4)
-            .map(|i| format!("---\n{}", crd(&format!("g{i}.example.com"))))
-            .collect();
-        std::fs::write(dir.join("crds.yaml"), bundle).unwrap();
-        std::fs::write(dir.join("katalog.yaml"), katalog(4, "crds.yaml")).unwrap();
-        let sources = read_katalog(&dir.join("katalog.yaml")).unwrap();
-        assert_eq!(crd_paths_of(&sources), [dir.join("crds.yaml")]);
-        let crds = read_crds_of(&sources);
-        assert_eq!(
-            crds.len(),
-            1,
-            "{:?}",
-            crds.iter().map(|s| &s.name).collect::<Vec<_>>()
-        );
-        let ir = compile_katalog(&sources).unwrap_or_else(|d| panic!("{}", d.render()));
-        assert_eq!(ir.resources.len(), 4);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+        /// Every resource names one bundle of CRDs: the reload poll reads
+        /// (and hashes) it once, not once per resource.
+        #[test]
+        fn the_poll_reads_a_bundle_once() {
+            let dir = scratch("bundle");
+            let bundle: String = (0..4)
+                .map(|i| format!("---\n{}", crd(&format!("g{i}.example.com"))))
+                .collect();
+            std::fs::write(dir.join("crds.yaml"), bundle).unwrap();
+            std::fs::write(dir.join("katalog.yaml"), katalog(4, "crds.yaml")).unwrap();
+            let sources = read_katalog(&dir.join("katalog.yaml")).unwrap();
+            assert_eq!(crd_paths_of(&sources), [dir.join("crds.yaml")]);
+            let crds = read_crds_of(&sources);
+            assert_eq!(
+                crds.len(),
+                1,
+                "{:?}",
+                crds.iter().map(|s| &s.name).collect::<Vec<_>>()
+            );
+            let ir = compile_katalog(&sources).unwrap_or_else(|d| panic!("{}", d.render()));
+            assert_eq!(ir.resources.len(), 4);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
 
-    /// `crd:` naming a directory of CRD manifests only (it was refused,
-    /// "holds CRD manifests but no Katalog", by the Katalog's reader).
-    #[test]
-    fn a_directory_of_crds_only_is_read() {
-        let dir = scratch("crd-dir");
-        std::fs::create_dir_all(dir.join("crds")).unwrap();
-        std::fs::write(dir.join("crds/crontab.crd.yaml"), crd("g0.example.com")).unwrap();
-        std::fs::write(dir.join("katalog.yaml"), katalog(1, "crds")).unwrap();
-        let sources = read_katalog(&dir.join("katalog.yaml")).unwrap();
-        let crds = read_crds_of(&sources);
-        assert_eq!(crds.len(), 1);
-        compile_katalog(&sources).unwrap_or_else(|d| panic!("{}", d.render()));
-        // An empty directory still says why.
-        std::fs::remove_file(dir.join("crds/crontab.crd.yaml")).unwrap();
-        let e = compile_katalog(&sources).unwrap_err().render();
-        assert!(e.contains("holds no .yaml, .yml or .json file"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+        /// `crd:` naming a directory of CRD manifests only (it was refused,
+        /// "holds CRD manifests but no Katalog", by the Katalog's reader).
+        #[test]
+        fn a_directory_of_crds_only_is_read() {
+            let dir = scratch("crd-dir");
+            std::fs::create_dir_all(dir.join("crds")).unwrap();
+            std::fs::write(dir.join("crds/crontab.crd.yaml"), crd("g0.example.com")).unwrap();
+            std::fs::write(dir.join("katalog.yaml"), katalog(1, "crds")).unwrap();
+            let sources = read_katalog(&dir.join("katalog.yaml")).unwrap();
+            let crds = read_crds_of(&sources);
+            assert_eq!(crds.len(), 1);
+            compile_katalog(&sources).unwrap_or_else(|d| panic!("{}", d.render()));
+            // An empty directory still says why.
+            std::fs::remove_file(dir.join("crds/crontab.crd.yaml")).unwrap();
+            let e = compile_katalog(&sources).unwrap_err().render();
+            assert!(e.contains("holds no .yaml, .yml or .json file"), "{e}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
