@@ -1029,11 +1029,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// Help, version and usage errors as clap prints them, with the text
-/// wrapped to the terminal's width (`COLUMNS`, else the terminal of
-/// standard output, else 100 columns, as clap's own wrapping would).
+/// Help, version and usage errors as clap prints them (wrapped by clap to
+/// the terminal's width: `COLUMNS`, else the terminal, at most 100
+/// columns), written without a panic when the stream is closed.
 fn clap_exit(e: clap::Error) -> ExitCode {
-    let text = wrap_help(&e.render().to_string(), terminal_width());
+    let text = e.render().to_string();
     if e.use_stderr() {
         err!("{text}");
     } else {
@@ -1041,74 +1041,6 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         flush_out();
     }
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE))
-}
-
-fn terminal_width() -> usize {
-    if let Some(n) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-    {
-        return n;
-    }
-    match rustix::termios::tcgetwinsize(std::io::stdout()) {
-        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
-        _ => 100,
-    }
-}
-
-/// Wrap each line of `text` longer than `width` at spaces; the lines it
-/// continues onto are indented to where the line's text starts (after a
-/// `name  ` column when there is one).
-fn wrap_help(text: &str, width: usize) -> String {
-    let width = width.max(40);
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let (line, newline) = match line.strip_suffix('\n') {
-            Some(l) => (l, "\n"),
-            None => (line, ""),
-        };
-        if line.chars().count() <= width {
-            out.push_str(line);
-            out.push_str(newline);
-            continue;
-        }
-        let lead = line.len() - line.trim_start().len();
-        // `  check      Load and compile ...`: the description's column.
-        let indent = line[lead..]
-            .find("  ")
-            .map(|i| lead + i)
-            .and_then(|i| {
-                let rest = &line[i..];
-                let gap = rest.len() - rest.trim_start().len();
-                (i + gap < width / 2).then_some(i + gap)
-            })
-            .unwrap_or(lead);
-        let mut current = String::new();
-        let mut first = true;
-        let head = &line[..indent];
-        for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
-            let start = if first {
-                head.to_string()
-            } else {
-                " ".repeat(indent)
-            };
-            if current.is_empty() {
-                current = start + word;
-            } else if current.chars().count() + 1 + word.chars().count() <= width {
-                current.push(' ');
-                current.push_str(word);
-            } else {
-                out.push_str(&current);
-                out.push('\n');
-                first = false;
-                current = " ".repeat(indent) + word;
-            }
-        }
-        out.push_str(&current);
-        out.push_str(newline);
-    }
-    out
 }
 
 /// The allocator setting the server is measured and deployed with:
@@ -2492,24 +2424,22 @@ mod tests {
                 walk(sub, out);
             }
         }
-        let mut helps = Vec::new();
-        walk(&mut super::Cli::command(), &mut helps);
         for width in [60, 80, 120] {
+            let mut helps = Vec::new();
+            walk(
+                &mut super::Cli::command().term_width(width).max_term_width(width),
+                &mut helps,
+            );
             for help in &helps {
-                let wrapped = super::wrap_help(help, width);
-                for line in wrapped.lines() {
+                for line in help.lines() {
                     // A single word longer than the width stays whole.
                     assert!(
                         line.chars().count() <= width || !line.trim().contains(' '),
                         "{width}: {line:?}"
                     );
                 }
-                let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-                assert_eq!(words(&wrapped), words(help));
             }
         }
-        let top = super::wrap_help(&super::Cli::command().render_help().to_string(), 80);
-        assert!(top.lines().any(|l| l.starts_with("  convert ")), "{top}");
     }
 
     /// The README's command table names every command.

@@ -157,7 +157,7 @@ impl Compiler<'_> {
         message: impl Into<String>,
     ) -> &mut Diagnostic {
         self.diags
-            .push(Diagnostic::new(kind, message).at(doc.locate(at), Some(&doc.source)));
+            .push(Diagnostic::new(kind, message).at(doc.locate_for(kind, at), Some(&doc.source)));
         let n = self.diags.0.len() - 1;
         &mut self.diags.0[n]
     }

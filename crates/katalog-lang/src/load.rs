@@ -36,10 +36,34 @@ impl LoadedDocument {
     pub fn locate(&self, path: &DocPath) -> Loc {
         locate(&self.source, &self.root, path)
     }
+
+    /// Where a diagnostic of `kind` about `path` points (see [`locate_for`]).
+    pub fn locate_for(&self, kind: ErrorKind, path: &DocPath) -> Loc {
+        locate_for(&self.source, &self.root, kind, path)
+    }
 }
 
 pub(crate) fn locate(source: &Source, root: &Node, path: &DocPath) -> Loc {
     let node = root.key_node(path).unwrap_or_else(|| root.walk(path).0);
+    loc_of(source, node)
+}
+
+/// Where a diagnostic of `kind` about `path` points: at the key when the
+/// key itself is wrong (unknown, declared twice) or its value is a map or
+/// a list (the caret then marks which entry), and at the value when the
+/// value is a scalar — the bad value, not the key that holds it.
+pub(crate) fn locate_for(source: &Source, root: &Node, kind: ErrorKind, path: &DocPath) -> Loc {
+    let about_the_key = matches!(kind, ErrorKind::UnknownKey | ErrorKind::Duplicate);
+    if !about_the_key {
+        let (node, found) = root.walk(path);
+        if found && node.is_scalar() {
+            return loc_of(source, node);
+        }
+    }
+    locate(source, root, path)
+}
+
+fn loc_of(source: &Source, node: &Node) -> Loc {
     Loc {
         file: source.name.clone(),
         line: node.line,
@@ -146,7 +170,7 @@ impl Ctx<'_> {
         at: &DocPath,
         message: String,
     ) -> &mut Diagnostic {
-        let loc = locate(self.source, self.root, at);
+        let loc = locate_for(self.source, self.root, kind, at);
         self.diags
             .push(Diagnostic::new(kind, message).at(loc, Some(self.source)));
         let n = self.diags.0.len() - 1;

@@ -170,6 +170,11 @@ pub enum NodeKind {
 }
 
 impl Node {
+    /// Whether this node is a scalar (null, boolean, number or string).
+    pub fn is_scalar(&self) -> bool {
+        !matches!(self.kind, NodeKind::Seq(_) | NodeKind::Map(_))
+    }
+
     /// The JSON value of this node (map keys in document order).
     pub fn to_value(&self) -> Value {
         match &self.kind {

@@ -74,7 +74,10 @@ impl Ctx<'_> {
         message: impl Into<String>,
     ) -> &mut Diagnostic {
         self.diags
-            .push(Diagnostic::new(kind, message).at(self.doc.locate(at), Some(&self.doc.source)));
+            .push(
+                Diagnostic::new(kind, message)
+                    .at(self.doc.locate_for(kind, at), Some(&self.doc.source)),
+            );
         let n = self.diags.0.len() - 1;
         &mut self.diags.0[n]
     }
@@ -82,7 +85,7 @@ impl Ctx<'_> {
     fn warning(&mut self, at: &DocPath, kind: ErrorKind, message: impl Into<String>, help: String) {
         self.warnings.push(
             Diagnostic::new(kind, message)
-                .at(self.doc.locate(at), Some(&self.doc.source))
+                .at(self.doc.locate_for(kind, at), Some(&self.doc.source))
                 .with_help(help)
                 .warning(),
         );
