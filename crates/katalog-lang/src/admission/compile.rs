@@ -37,6 +37,12 @@ struct Ctx<'a> {
     /// `match` conditions and variables, which then share one program (a
     /// request's evaluator remembers results by program).
     programs: &'a mut std::collections::HashMap<String, CelProgram>,
+    /// The schemas of the built-in kinds the current rule selects, for the
+    /// CEL type checks (the declared resources' are in `targets`).
+    builtin: Vec<&'static crate::schema::SchemaNode>,
+    /// Every variable the current rule sees, by name: its expression, to
+    /// type `variables.NAME`.
+    variable_sources: Vec<(String, String)>,
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -59,7 +65,7 @@ const CEL_BINDINGS: [&str; 5] = {
     [object, old_object, request, namespace_object, "variables"]
 };
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     fn error(
         &mut self,
         at: &DocPath,
@@ -171,7 +177,109 @@ impl Ctx<'_> {
                 self.check_schema_at(&path, at);
             }
         }
+        if self.diags.len() == before {
+            self.check_types(&prog, at, checked.as_ref());
+        }
         (self.diags.len() == before).then_some(prog)
+    }
+
+    /// The schemas the rule's objects have: each declared resource's CRD at
+    /// the rule's version (its unknown fields are reported by the
+    /// selection checks), then each built-in kind's.
+    fn object_schemas(&self) -> Vec<(&'a crate::schema::SchemaNode, bool)> {
+        let schemas: &'a crate::schema::Schemas = self.schemas;
+        let mut out: Vec<(&'a crate::schema::SchemaNode, bool)> = Vec::new();
+        for t in &self.targets {
+            let Some(r) = self
+                .resources
+                .iter()
+                .find(|r| r.group == t.group && r.plural == t.plural)
+            else {
+                continue;
+            };
+            if let Some(schema) = schemas
+                .crd(&r.group, &r.kind)
+                .and_then(|c| c.version(&t.version))
+                .and_then(|v| v.schema.as_ref())
+            {
+                out.push((schema, true));
+            }
+        }
+        out.extend(self.builtin.iter().map(|s| (*s, false)));
+        out
+    }
+
+    /// Type-check `prog` against the schema of each object the rule
+    /// selects (`crate::cel::types`); nothing to do when none is known.
+    fn check_types(&mut self, prog: &CelProgram, at: &DocPath, checked: Option<&Path>) {
+        use crate::cel::types::{self, Type};
+        use crate::schema::{Lookup, lookup};
+        let mut reported: Vec<String> = Vec::new();
+        for (root, selections_checked) in self.object_schemas() {
+            let of_path = |path: &Path| match lookup(root, path) {
+                Lookup::Found(node) => Type::of_schema(node, selections_checked),
+                _ => Type::Dyn,
+            };
+            let object = Type::of_schema(root, selections_checked);
+            let mut env = types::Env::default();
+            env.idents.push(("object".into(), object.clone()));
+            env.idents.push(("oldObject".into(), object.clone()));
+            if let Some(p) = checked {
+                env.idents.push(("self".into(), of_path(p)));
+            }
+            if let Some(base) = &self.scope.element_base {
+                env.idents.push(("element".into(), of_path(base)));
+                env.idents.push(("elementIndex".into(), Type::Int));
+            }
+            for name in prog.variable_names() {
+                let t = self.variable_type(&name, &object, 0);
+                env.variables.insert(name, t);
+            }
+            for e in types::check(prog, &env).1 {
+                let message = format!("failed to compile CEL expression `{}`: {e}", prog.source());
+                if reported.contains(&message) {
+                    continue;
+                }
+                reported.push(message.clone());
+                self.error(at, ErrorKind::Cel, message).help = e.help;
+            }
+        }
+    }
+
+    /// The type of `variables.NAME` where `object` has the type `object`:
+    /// its expression's; `dyn` when unknown. The expression's own errors
+    /// are reported where it is declared.
+    fn variable_type<'s>(
+        &mut self,
+        name: &str,
+        object: &crate::cel::types::Type<'s>,
+        depth: usize,
+    ) -> crate::cel::types::Type<'s> {
+        use crate::cel::types::{self, Type};
+        const MAX_DEPTH: usize = 8;
+        let Some((_, source)) = self.variable_sources.iter().rev().find(|(n, _)| n == name) else {
+            return Type::Dyn;
+        };
+        if depth > MAX_DEPTH {
+            return Type::Dyn;
+        }
+        let prog = match self.programs.get(source) {
+            Some(p) => p.clone(),
+            None => match CelProgram::compile(source) {
+                Ok(p) => p,
+                Err(_) => return Type::Dyn,
+            },
+        };
+        let mut env = types::Env::default();
+        env.idents.push(("object".into(), object.clone()));
+        env.idents.push(("oldObject".into(), object.clone()));
+        for used in prog.variable_names() {
+            if used != name {
+                let t = self.variable_type(&used, object, depth + 1);
+                env.variables.insert(used, t);
+            }
+        }
+        types::check(&prog, &env).0.unreported()
     }
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
@@ -345,6 +453,12 @@ pub fn compile(
                 .map(|v| v.name.clone())
         })
         .collect();
+    let wide_sources: Vec<(String, String)> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| d.doc.spec.admission.variables.iter())
+        .map(|v| (v.name.clone(), v.expression.clone()))
+        .collect();
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
@@ -367,6 +481,8 @@ pub fn compile(
             patterns: &mut patterns,
             controllers: &mut controllers,
             programs: &mut programs,
+            builtin: Vec::new(),
+            variable_sources: wide_sources.clone(),
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -411,6 +527,7 @@ pub fn compile(
             }
         }
         ctx.targets.clear();
+        ctx.builtin.clear();
         let sec = &doc.doc.spec.security;
         let sec_at = DocPath::default().key("spec").key("security");
         let dp = &sec.deletion_protection;
@@ -684,6 +801,39 @@ fn declared_targets(
     out.into_iter().map(|(t, _)| t).collect()
 }
 
+/// The schemas of the built-in kinds the patterns name (a pattern with a
+/// group and a resource; `*` for the version is every version the table
+/// has), leaving out the Katalog's own resources.
+fn builtin_schemas(
+    patterns: &[ResourcePattern],
+    declared: &[ResourceIr],
+) -> Vec<&'static crate::schema::SchemaNode> {
+    let mut out: Vec<&'static crate::schema::SchemaNode> = Vec::new();
+    for p in patterns {
+        let (Some(group), Some(plural)) = (&p.group, &p.resource) else {
+            continue;
+        };
+        if declared
+            .iter()
+            .any(|r| r.group == *group && r.plural == *plural)
+        {
+            continue;
+        }
+        let versions: Vec<&str> = match &p.version {
+            Some(v) => vec![v.as_str()],
+            None => super::openapi::versions(group, plural).collect(),
+        };
+        for v in versions {
+            if let Some(s) = super::openapi::schema(group, v, plural)
+                && !out.iter().any(|o| std::ptr::eq(*o, s))
+            {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
 fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
     let mut out = SelectorIr {
         match_labels: s
@@ -727,6 +877,7 @@ fn matcher(
     };
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
+    ctx.builtin = builtin_schemas(&ir.resources, ctx.resources);
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
     match super::autogen::controllers_for(
         &ir.resources,
@@ -1090,6 +1241,12 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     ctx.scope
         .variables
         .extend(v.variables.iter().map(|x| x.name.clone()));
+    let wide_sources = ctx.variable_sources.len();
+    ctx.variable_sources.extend(
+        v.variables
+            .iter()
+            .map(|x| (x.name.clone(), x.expression.clone())),
+    );
     if let Some(p) = &v.path
         && let Some(path) = ctx.path(p, &at.key("path"))
     {
@@ -1144,6 +1301,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
     ctx.scope = outer;
+    ctx.variable_sources.truncate(wide_sources);
     if ctx.diags.len() > before {
         return None;
     }
