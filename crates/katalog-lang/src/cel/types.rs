@@ -298,9 +298,10 @@ fn arithmetic<'s>(op: &str, a: &Type<'s>, b: &Type<'s>) -> Option<Type<'s>> {
         (o, Double, Double) if o != operators::MODULO => Some(Double),
         (operators::ADD, String, String) => Some(String),
         (operators::ADD, Bytes, Bytes) => Some(Bytes),
-        (operators::ADD, List(x), List(y)) => {
-            Some(List(Box::new(join((**x).clone(), (**y).clone()))))
-        }
+        (operators::ADD, List(x), List(y)) => Some(List(Box::new(match (&**x, &**y) {
+            (Dyn, t) | (t, Dyn) => t.clone(),
+            _ => join((**x).clone(), (**y).clone()),
+        }))),
         (operators::ADD, Timestamp, Duration) | (operators::ADD, Duration, Timestamp) => {
             Some(Timestamp)
         }
@@ -601,15 +602,17 @@ impl<'s> Checker<'_, 's> {
                         crate::error::did_you_mean(f, schema.properties.keys().map(String::as_str))
                             .map(|s| format!("did you mean `{s}`?"))
                             .or_else(|| {
-                                Some(format!(
-                                    "the object declares {}",
-                                    schema
-                                        .properties
-                                        .keys()
-                                        .map(|k| format!("`{k}`"))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ))
+                                (schema.properties.len() <= 8).then(|| {
+                                    format!(
+                                        "the object declares {}",
+                                        schema
+                                            .properties
+                                            .keys()
+                                            .map(|k| format!("`{k}`"))
+                                            .collect::<Vec<_>>()
+                                            .join(", ")
+                                    )
+                                })
                             });
                     self.error(node, format!("undefined field '{f}'"), help);
                 }
