@@ -124,3 +124,146 @@ mod tests {
         assert_eq!(versions("apps", "deployments").collect::<Vec<_>>(), ["v1"]);
     }
 }
+
+/// Expressions written as ValidatingAdmissionPolicies write them type-check
+/// against the built-in schemas: no false errors.
+#[cfg(test)]
+mod idioms {
+    use crate::cel::CelProgram;
+    use crate::cel::types::{Env, Type, check};
+
+    fn errors(kind: (&str, &str, &str), expr: &str) -> Vec<String> {
+        let schema = super::schema(kind.0, kind.1, kind.2).unwrap();
+        let object = Type::of_schema(schema, false);
+        let env = Env {
+            idents: vec![
+                ("object".into(), object.clone()),
+                ("oldObject".into(), object),
+                ("request".into(), Type::Dyn),
+            ],
+            ..Env::default()
+        };
+        let program = CelProgram::compile(expr).unwrap();
+        check(&program, &env)
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn well_typed_policies_on_pods_and_deployments_pass() {
+        const POD: (&str, &str, &str) = ("", "v1", "pods");
+        const DEPLOYMENT: (&str, &str, &str) = ("apps", "v1", "deployments");
+        for (kind, expr) in [
+            (
+                POD,
+                "!has(object.spec.hostNetwork) || object.spec.hostNetwork == false",
+            ),
+            (
+                POD,
+                "object.metadata.labels['app'] == 'x' && 'app' in object.metadata.labels",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, !has(c.securityContext) || !has(c.securityContext.privileged) || c.securityContext.privileged == false)",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, quantity(c.resources.limits.memory).compareTo(quantity('1Gi')) <= 0)",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, c.resources.requests.cpu != null && c.resources.limits['cpu'] != '')",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, c.ports.all(p, p.hostPort == 0 && p.containerPort > 0u))",
+            ),
+            (POD, "object.spec.volumes.all(v, !has(v.hostPath))"),
+            (
+                POD,
+                "object.spec.containers.filter(c, c.image.endsWith(':latest')).map(c, c.name).join(', ') == ''",
+            ),
+            (
+                POD,
+                "'%s has %d containers'.format([object.metadata.name, size(object.spec.containers)]) != ''",
+            ),
+            (POD, "object.metadata.?labels.?app.orValue('') == 'x'"),
+            (
+                POD,
+                "object.spec.?securityContext.?runAsNonRoot.orValue(false) == true",
+            ),
+            (
+                POD,
+                "object.spec.securityContext.runAsUser >= 1000 && object.spec.securityContext.seccompProfile.type == 'RuntimeDefault'",
+            ),
+            (
+                POD,
+                "(object.spec.containers + object.spec.?initContainers.orValue([])).all(c, c.image != '')",
+            ),
+            (
+                POD,
+                "[object.spec.containers, object.spec.initContainers].all(l, l.all(c, c.name != ''))",
+            ),
+            (
+                POD,
+                "object.spec.containers.exists_one(c, c.name == 'main') && object.kind == 'Pod'",
+            ),
+            (
+                POD,
+                "object.metadata.annotations['a'].split(',').all(s, s.size() > 0)",
+            ),
+            (
+                POD,
+                "object.metadata.creationTimestamp != null && object.spec.containers[0].name != ''",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, c.env.exists(e, e.name == 'X' && e.valueFrom.secretKeyRef.name != ''))",
+            ),
+            (
+                POD,
+                "object.spec.tolerations.all(t, t.tolerationSeconds > 0 && t.effect in ['NoSchedule', 'NoExecute'])",
+            ),
+            (
+                POD,
+                "object.spec.containers.all(c, c.livenessProbe.httpGet.port == 8080 || c.livenessProbe.httpGet.port == 'http')",
+            ),
+            (
+                POD,
+                "request.operation == 'CREATE' || oldObject == null || object.metadata.name == oldObject.metadata.name",
+            ),
+            (
+                DEPLOYMENT,
+                "object.spec.replicas <= 5 && (has(object.spec.replicas) ? object.spec.replicas : 1) > 0",
+            ),
+            (
+                DEPLOYMENT,
+                "oldObject == null || object.spec.replicas >= oldObject.spec.replicas",
+            ),
+            (
+                DEPLOYMENT,
+                "object.spec.template.spec.containers.all(c, c.image.startsWith('registry/'))",
+            ),
+            (
+                DEPLOYMENT,
+                "object.spec.template.metadata.labels.app == object.spec.selector.matchLabels.app",
+            ),
+            (
+                DEPLOYMENT,
+                "object.spec.strategy.rollingUpdate.maxSurge == '25%' || object.spec.strategy.rollingUpdate.maxSurge == 1",
+            ),
+            (
+                DEPLOYMENT,
+                "'replicas ' + string(object.spec.replicas) + ' too many' != ''",
+            ),
+            (
+                DEPLOYMENT,
+                "object.spec.template.spec.containers.map(c, c.ports).all(ps, ps.all(p, p.protocol == 'TCP'))",
+            ),
+        ] {
+            assert_eq!(errors(kind, expr), Vec::<String>::new(), "{expr}");
+        }
+    }
+}
