@@ -1361,3 +1361,72 @@ mod tests {
         );
     }
 }
+
+/// The checker's verdict against the evaluator's: an operator the checker
+/// accepts on values of the schema's types evaluates, one it refuses fails.
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use crate::cel::CelProgram;
+    use serde_json::json;
+
+    #[test]
+    fn the_checker_refuses_exactly_the_operators_evaluation_refuses() {
+        // Every field of each type, every operator, a literal of each type:
+        // `<`, `+`, ... are refused by both or by neither.
+        let schema = SchemaNode::resource(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "count": {"type": "integer"},
+                "tier": {"type": "string"},
+                "ratio": {"type": "number"},
+                "on": {"type": "boolean"},
+                "names": {"type": "array", "items": {"type": "string"}},
+            }}}
+        }));
+        let object =
+            json!({"spec": {"count": 3, "tier": "gold", "ratio": 0.5, "on": true, "names": ["a"]}});
+        let env = Env {
+            idents: vec![("object".into(), Type::of_schema(&schema, false))],
+            ..Env::default()
+        };
+        let mut disagreements = Vec::new();
+        for field in ["count", "tier", "ratio", "on", "names"] {
+            for op in ["<", "<=", ">", ">=", "+", "-", "*", "/", "%", "in", "=="] {
+                for literal in ["2", "'x'", "2.5", "true", "2u", "['a']"] {
+                    let expr = format!("object.spec.{field} {op} {literal}");
+                    let program = CelProgram::compile(&expr).unwrap();
+                    let accepted = check(&program, &env).1.is_empty();
+                    let evaluated = program.eval(&[("object", &object)]);
+                    let evaluates = match &evaluated {
+                        Ok(_) => true,
+                        // Division by zero and overflow are not type errors.
+                        Err(e) => {
+                            !e.to_string().to_lowercase().contains("overload")
+                                && !e.to_string().contains("Unsupported")
+                                && !e.to_string().contains("unsupported")
+                        }
+                    };
+                    // `==` and `in` across types are false at run time
+                    // (heterogeneous equality) where cel-go's checker
+                    // refuses them: a test that never holds.
+                    if matches!(op, "in" | "==") {
+                        let holds = matches!(evaluated, Ok(serde_json::Value::Bool(true)));
+                        if (accepted && !evaluates) || (!accepted && holds) {
+                            disagreements.push(format!(
+                                "{expr}: checker {accepted}, evaluation {evaluated:?}"
+                            ));
+                        }
+                        continue;
+                    }
+                    if accepted != evaluates {
+                        disagreements.push(format!(
+                            "{expr}: checker {accepted}, evaluation {evaluated:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+    }
+}
