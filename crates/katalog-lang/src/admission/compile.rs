@@ -45,6 +45,34 @@ struct Ctx<'a> {
     variable_sources: Vec<(String, String)>,
 }
 
+/// The type an expression must give, where a known other is an error.
+#[derive(Clone, Copy)]
+enum Expected {
+    /// `check.cel`: a bool.
+    Check,
+    /// A `match` condition: a bool.
+    Condition,
+    /// `messageExpression`: a string.
+    Message,
+}
+
+impl Expected {
+    fn type_(self) -> crate::cel::types::Type<'static> {
+        match self {
+            Expected::Check | Expected::Condition => crate::cel::types::Type::Bool,
+            Expected::Message => crate::cel::types::Type::String,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Expected::Check => "a check",
+            Expected::Condition => "a condition",
+            Expected::Message => "a messageExpression",
+        }
+    }
+}
+
 /// What CEL may name where an expression is being compiled.
 #[derive(Clone, Default)]
 struct CelScope {
@@ -80,13 +108,20 @@ impl<'a> Ctx<'a> {
 
     /// An expression without `self` (conditions, messages, variables, values).
     fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        self.cel_bound(expr, at, false, None)
+        self.cel_bound(expr, at, false, None, None)
+    }
+
+    /// An expression without `self` whose value must be `what` (a
+    /// condition's a bool, a message's a string): a known other type is
+    /// an error.
+    fn cel_typed(&mut self, expr: &str, at: &DocPath, what: Expected) -> Option<CelProgram> {
+        self.cel_bound(expr, at, false, None, Some(what))
     }
 
     /// An expression on a checked value (`check.cel`): `self` is bound, to
     /// the values of `path` (relative to the element inside `forEach`).
     fn cel_self(&mut self, expr: &str, at: &DocPath, path: &Path) -> Option<CelProgram> {
-        self.cel_bound(expr, at, true, Some(path))
+        self.cel_bound(expr, at, true, Some(path), Some(Expected::Check))
     }
 
     fn cel_bound(
@@ -95,6 +130,7 @@ impl<'a> Ctx<'a> {
         at: &DocPath,
         with_self: bool,
         self_path: Option<&Path>,
+        expected: Option<Expected>,
     ) -> Option<CelProgram> {
         let prog = match self.programs.get(expr) {
             Some(p) => p.clone(),
@@ -178,7 +214,7 @@ impl<'a> Ctx<'a> {
             }
         }
         if self.diags.len() == before {
-            self.check_types(&prog, at, checked.as_ref());
+            self.check_types(&prog, at, checked.as_ref(), expected);
         }
         (self.diags.len() == before).then_some(prog)
     }
@@ -211,7 +247,13 @@ impl<'a> Ctx<'a> {
 
     /// Type-check `prog` against the schema of each object the rule
     /// selects (`crate::cel::types`); nothing to do when none is known.
-    fn check_types(&mut self, prog: &CelProgram, at: &DocPath, checked: Option<&Path>) {
+    fn check_types(
+        &mut self,
+        prog: &CelProgram,
+        at: &DocPath,
+        checked: Option<&Path>,
+        expected: Option<Expected>,
+    ) {
         use crate::cel::types::{self, Type};
         use crate::schema::{Lookup, lookup};
         let mut reported: Vec<String> = Vec::new();
@@ -235,13 +277,35 @@ impl<'a> Ctx<'a> {
                 let t = self.variable_type(&name, &object, 0);
                 env.variables.insert(name, t);
             }
-            for e in types::check(prog, &env).1 {
+            let (t, errors) = types::check(prog, &env);
+            let mut messages: Vec<(String, Option<String>)> = errors
+                .into_iter()
+                .map(|e| (e.to_string(), e.help))
+                .collect();
+            if let Some(what) = expected
+                && messages.is_empty()
+                && !matches!(t, Type::Dyn)
+                && t != what.type_()
+            {
+                messages.push((
+                    types::whole_expression_error(
+                        prog.source(),
+                        &format!(
+                            "{} must give {}, and this gives {t}",
+                            what.name(),
+                            what.type_()
+                        ),
+                    ),
+                    None,
+                ));
+            }
+            for (e, help) in messages {
                 let message = format!("failed to compile CEL expression `{}`: {e}", prog.source());
                 if reported.contains(&message) {
                     continue;
                 }
                 reported.push(message.clone());
-                self.error(at, ErrorKind::Cel, message).help = e.help;
+                self.error(at, ErrorKind::Cel, message).help = help;
             }
         }
     }
@@ -979,7 +1043,9 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         return condition(ctx, n, &at.key("not")).map(|x| ConditionIr::Not(Box::new(x)));
     }
     if let Some(expr) = &c.cel {
-        return ctx.cel(expr, &at.key("cel")).map(ConditionIr::Cel);
+        return ctx
+            .cel_typed(expr, &at.key("cel"), Expected::Condition)
+            .map(ConditionIr::Cel);
     }
     let paths = match &c.path {
         Some(p) => vec![ctx.path(p, &at.key("path"))?],
@@ -1292,7 +1358,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     let message_expression = v
         .message_expression
         .as_ref()
-        .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
+        .and_then(|e| ctx.cel_typed(e, &at.key("messageExpression"), Expected::Message));
     // The rule's variables see the Katalog-wide ones and their predecessors.
     ctx.scope = CelScope {
         element: false,

@@ -933,6 +933,12 @@ impl<'s> Checker<'_, 's> {
     }
 }
 
+/// An error about the whole expression (its result's type), at its start.
+pub fn whole_expression_error(source: &str, message: &str) -> String {
+    let (at, snippet) = caret_at(source, 0);
+    format!("ERROR: {at}: {message}\n{snippet}")
+}
+
 /// `<input>:LINE:COL` of the byte `at` of `source`, and its line with a
 /// caret under it, as the parser shows a position.
 fn caret_at(source: &str, at: usize) -> (String, String) {
