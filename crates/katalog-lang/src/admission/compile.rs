@@ -45,6 +45,13 @@ struct Ctx<'a> {
     variable_sources: Vec<(String, String)>,
 }
 
+/// The type of `namespaceObject`: a Namespace.
+fn namespace_object() -> crate::cel::types::Type<'static> {
+    super::openapi::schema("", "v1", "namespaces").map_or(crate::cel::types::Type::Dyn, |s| {
+        crate::cel::types::Type::of_schema(s, false)
+    })
+}
+
 /// The type an expression must give, where a known other is an error.
 #[derive(Clone, Copy)]
 enum Expected {
@@ -266,6 +273,8 @@ impl<'a> Ctx<'a> {
             let mut env = types::Env::default();
             env.idents.push(("object".into(), object.clone()));
             env.idents.push(("oldObject".into(), object.clone()));
+            env.idents
+                .push(("namespaceObject".into(), namespace_object()));
             if let Some(p) = checked {
                 env.idents.push(("self".into(), of_path(p)));
             }
@@ -337,6 +346,8 @@ impl<'a> Ctx<'a> {
         let mut env = types::Env::default();
         env.idents.push(("object".into(), object.clone()));
         env.idents.push(("oldObject".into(), object.clone()));
+        env.idents
+            .push(("namespaceObject".into(), namespace_object()));
         for used in prog.variable_names() {
             if used != name {
                 let t = self.variable_type(&used, object, depth + 1);
