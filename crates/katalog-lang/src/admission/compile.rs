@@ -40,6 +40,10 @@ struct Ctx<'a> {
     /// The schemas of the built-in kinds the current rule selects, for the
     /// CEL type checks (the declared resources' are in `targets`).
     builtin: Vec<&'static crate::schema::SchemaNode>,
+    /// Whether the current rule's objects are those of its resources (no
+    /// subresource but `status` and `scale`, where only `immutable` runs):
+    /// `exec`, `eviction`, `binding`, ... send other kinds.
+    typed: bool,
     /// Every variable the current rule sees, by name: its expression, to
     /// type `variables.NAME`.
     variable_sources: Vec<(String, String)>,
@@ -264,6 +268,9 @@ impl<'a> Ctx<'a> {
         use crate::cel::types::{self, Type};
         use crate::schema::{Lookup, lookup};
         let mut reported: Vec<String> = Vec::new();
+        if !self.typed {
+            return;
+        }
         for (root, selections_checked) in self.object_schemas() {
             let of_path = |path: &Path| match lookup(root, path) {
                 Lookup::Found(node) => Type::of_schema(node, selections_checked),
@@ -557,6 +564,7 @@ pub fn compile(
             controllers: &mut controllers,
             programs: &mut programs,
             builtin: Vec::new(),
+            typed: true,
             variable_sources: wide_sources.clone(),
         };
         let admission = DocPath::default().key("spec").key("admission");
@@ -954,6 +962,9 @@ fn matcher(
     ctx.targets = ir.declared.clone();
     ctx.builtin = builtin_schemas(&ir.resources, ctx.resources);
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
+    ctx.typed = subresources
+        .iter()
+        .all(|s| matches!(s.as_str(), "status" | "scale"));
     match super::autogen::controllers_for(
         &ir.resources,
         subresources,
