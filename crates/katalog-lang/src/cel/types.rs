@@ -1105,7 +1105,7 @@ enum Token {
 /// The tokens of `source` that needles match, with their byte offsets.
 fn tokenize(source: &str) -> Vec<(usize, Token)> {
     const OPS: [&str; 24] = [
-        "?.", "&&", "||", "==", "!=", "<=", ">=", "[?", "!", "-", "?", "<", ">", "+", "*", "/",
+        ".?", "&&", "||", "==", "!=", "<=", ">=", "[?", "!", "-", "?", "<", ">", "+", "*", "/",
         "%", "[", ".", "(", ")", "]", ",", ":",
     ];
     let bytes = source.as_bytes();
@@ -1193,7 +1193,7 @@ fn matches_needle(tokens: &[(usize, Token)], i: usize, needle: &Needle) -> bool 
     let after = tokens.get(i + 1).map(|t| &t.1);
     match (needle, &tokens[i].1) {
         (Needle::Field(f), Token::Ident(name)) => {
-            name == f && matches!(before, Some(Token::Op("." | "?.")))
+            name == f && matches!(before, Some(Token::Op("." | ".?")))
         }
         (Needle::Field(f), Token::Str(s)) => {
             s == f && matches!(before, Some(Token::Op("[" | "[?")))
@@ -1364,6 +1364,12 @@ mod tests {
         assert_eq!(
             errors("'.replicsa' == object.spec.name && object.spec.replicsa == 1"),
             ["<input>:1:48: undefined field 'replicsa' (did you mean `replicas`?)"]
+        );
+        assert_eq!(
+            errors(
+                "object.?spec.?name.orValue('') == '' && object.?spec.?name.?first.orValue('') == 'a'"
+            ),
+            ["<input>:1:61: type 'string' does not support field selection"]
         );
     }
 }
