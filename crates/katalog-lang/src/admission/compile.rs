@@ -39,7 +39,7 @@ struct Ctx<'a> {
     programs: &'a mut std::collections::HashMap<String, CelProgram>,
     /// The schemas of the built-in kinds the current rule selects, for the
     /// CEL type checks (the declared resources' are in `targets`).
-    builtin: Vec<&'static crate::schema::SchemaNode>,
+    builtin: Vec<super::openapi::Kind>,
     /// Whether the current rule's objects are those of its resources (no
     /// subresource but `status` and `scale`, where only `immutable` runs):
     /// `exec`, `eviction`, `binding`, ... send other kinds.
@@ -252,7 +252,7 @@ impl<'a> Ctx<'a> {
                 out.push((schema, true));
             }
         }
-        out.extend(self.builtin.iter().map(|s| (*s, false)));
+        out.extend(self.builtin.iter().map(|k| (k.schema(), false)));
         out
     }
 
@@ -884,14 +884,15 @@ fn declared_targets(
     out.into_iter().map(|(t, _)| t).collect()
 }
 
-/// The schemas of the built-in kinds the patterns name (a pattern with a
-/// group and a resource; `*` for the version is every version the table
-/// has), leaving out the Katalog's own resources.
-fn builtin_schemas(
+/// The built-in kinds the patterns name (a pattern with a group and a
+/// resource; `*` for the version is every version the table has), leaving
+/// out the Katalog's own resources. Their schemas are built only when an
+/// expression is checked.
+fn builtin_kinds(
     patterns: &[ResourcePattern],
     declared: &[ResourceIr],
-) -> Vec<&'static crate::schema::SchemaNode> {
-    let mut out: Vec<&'static crate::schema::SchemaNode> = Vec::new();
+) -> Vec<super::openapi::Kind> {
+    let mut out = Vec::new();
     for p in patterns {
         let (Some(group), Some(plural)) = (&p.group, &p.resource) else {
             continue;
@@ -902,15 +903,9 @@ fn builtin_schemas(
         {
             continue;
         }
-        let versions: Vec<&str> = match &p.version {
-            Some(v) => vec![v.as_str()],
-            None => super::openapi::versions(group, plural).collect(),
-        };
-        for v in versions {
-            if let Some(s) = super::openapi::schema(group, v, plural)
-                && !out.iter().any(|o| std::ptr::eq(*o, s))
-            {
-                out.push(s);
+        for kind in super::openapi::select(group, p.version.as_deref(), plural) {
+            if !out.contains(&kind) {
+                out.push(kind);
             }
         }
     }
@@ -960,7 +955,7 @@ fn matcher(
     };
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
-    ctx.builtin = builtin_schemas(&ir.resources, ctx.resources);
+    ctx.builtin = builtin_kinds(&ir.resources, ctx.resources);
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
     ctx.typed = subresources
         .iter()

@@ -75,20 +75,35 @@ const KINDS: &[Entry] = kinds![
 /// The schema of the built-in resource `group/version/plural` (the core
 /// group is `""`); `None` for a resource the table does not have.
 pub fn schema(group: &str, version: &str, plural: &str) -> Option<&'static SchemaNode> {
-    static BUILT: [OnceLock<SchemaNode>; KINDS.len()] = [const { OnceLock::new() }; KINDS.len()];
-    let i = KINDS
-        .iter()
-        .position(|(g, v, p, _)| *g == group && *v == version && *p == plural)?;
-    Some(BUILT[i].get_or_init(KINDS[i].3))
+    select(group, Some(version), plural)
+        .first()
+        .map(|k| k.schema())
 }
 
-/// The versions of `group/plural` the table has, for a rule pattern that
-/// names no version (`*`).
-pub fn versions<'q>(group: &'q str, plural: &'q str) -> impl Iterator<Item = &'static str> + 'q {
+/// A built-in kind of the table, its schema built when first asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind(usize);
+
+impl Kind {
+    /// The kind's schema, built on first use and kept for the process.
+    pub fn schema(self) -> &'static SchemaNode {
+        static BUILT: [OnceLock<SchemaNode>; KINDS.len()] =
+            [const { OnceLock::new() }; KINDS.len()];
+        BUILT[self.0].get_or_init(KINDS[self.0].3)
+    }
+}
+
+/// The kinds of `group/plural` the table has, at `version` (every version
+/// for `None`, a rule pattern's `*`).
+pub fn select(group: &str, version: Option<&str>, plural: &str) -> Vec<Kind> {
     KINDS
         .iter()
-        .filter(move |(g, _, p, _)| *g == group && *p == plural)
-        .map(|(_, v, _, _)| *v)
+        .enumerate()
+        .filter(|(_, (g, v, p, _))| {
+            *g == group && *p == plural && version.is_none_or(|version| version == *v)
+        })
+        .map(|(i, _)| Kind(i))
+        .collect()
 }
 
 #[cfg(test)]
@@ -121,7 +136,7 @@ mod tests {
         );
         assert!(matches!(replicas, Lookup::Found(n) if n.type_.as_deref() == Some("integer")));
         assert!(schema("", "v1", "widgets").is_none());
-        assert_eq!(versions("apps", "deployments").collect::<Vec<_>>(), ["v1"]);
+        assert_eq!(select("apps", None, "deployments").len(), 1);
     }
 }
 
