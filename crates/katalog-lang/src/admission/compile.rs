@@ -47,6 +47,12 @@ struct Ctx<'a> {
     /// Every variable the current rule sees, by name: its expression, to
     /// type `variables.NAME`.
     variable_sources: Vec<(String, String)>,
+    /// Where each Katalog-wide variable is declared (the first entries of
+    /// `variable_sources`, in order): its type errors are reported there,
+    /// once, when a rule whose objects have a schema reads it.
+    wide_at: &'a [(&'a LoadedDocument, DocPath)],
+    /// The type errors of Katalog-wide variables reported so far.
+    wide_reported: &'a mut BTreeSet<String>,
 }
 
 /// The type of `namespaceObject`: a Namespace.
@@ -337,9 +343,11 @@ impl<'a> Ctx<'a> {
     ) -> crate::cel::types::Type<'s> {
         use crate::cel::types::{self, Type};
         const MAX_DEPTH: usize = 8;
-        let Some((_, source)) = self.variable_sources.iter().rev().find(|(n, _)| n == name) else {
+        let Some(index) = self.variable_sources.iter().rposition(|(n, _)| n == name) else {
             return Type::Dyn;
         };
+        let source = self.variable_sources[index].1.clone();
+        let source = &source;
         if depth > MAX_DEPTH {
             return Type::Dyn;
         }
@@ -350,6 +358,9 @@ impl<'a> Ctx<'a> {
                 Err(_) => return Type::Dyn,
             },
         };
+        // A Katalog-wide variable was compiled with no schema: its unknown
+        // fields are reported here, not by the selection checks.
+        let object = object.clone().unreported();
         let mut env = types::Env::default();
         env.idents.push(("object".into(), object.clone()));
         env.idents.push(("oldObject".into(), object.clone()));
@@ -357,11 +368,23 @@ impl<'a> Ctx<'a> {
             .push(("namespaceObject".into(), namespace_object()));
         for used in prog.variable_names() {
             if used != name {
-                let t = self.variable_type(&used, object, depth + 1);
+                let t = self.variable_type(&used, &object, depth + 1);
                 env.variables.insert(used, t);
             }
         }
-        types::check(&prog, &env).0.unreported()
+        let (t, errors) = types::check(&prog, &env);
+        if let Some((doc, at)) = self.wide_at.get(index) {
+            for e in errors {
+                let message = format!("failed to compile CEL expression `{source}`: {e}");
+                if self.wide_reported.insert(message.clone()) {
+                    let mut d = Diagnostic::new(ErrorKind::Cel, message)
+                        .at(doc.locate(at), Some(&doc.source));
+                    d.help = e.help;
+                    self.diags.push(d);
+                }
+            }
+        }
+        t.unreported()
     }
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
@@ -541,6 +564,22 @@ pub fn compile(
         .flat_map(|d| d.doc.spec.admission.variables.iter())
         .map(|v| (v.name.clone(), v.expression.clone()))
         .collect();
+    let wide_at: Vec<(&LoadedDocument, DocPath)> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| {
+            (0..d.doc.spec.admission.variables.len()).map(move |i| {
+                let at = DocPath::default()
+                    .key("spec")
+                    .key("admission")
+                    .key("variables")
+                    .index(i)
+                    .key("expression");
+                (d, at)
+            })
+        })
+        .collect();
+    let mut wide_reported = BTreeSet::new();
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
@@ -566,6 +605,8 @@ pub fn compile(
             builtin: Vec::new(),
             typed: true,
             variable_sources: wide_sources.clone(),
+            wide_at: &wide_at,
+            wide_reported: &mut wide_reported,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
