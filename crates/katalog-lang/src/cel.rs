@@ -63,6 +63,7 @@
 //! in their input order.
 
 mod native;
+pub mod types;
 
 use std::any::Any;
 use std::borrow::Cow;

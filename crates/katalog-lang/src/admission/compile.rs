@@ -44,6 +44,57 @@ struct Ctx<'a> {
     /// `match` conditions and variables, which then share one program (a
     /// request's evaluator remembers results by program).
     programs: &'a mut std::collections::HashMap<String, CelProgram>,
+    /// The schemas of the built-in kinds the current rule selects, for the
+    /// CEL type checks (the declared resources' are in `targets`).
+    builtin: Vec<super::openapi::Kind>,
+    /// Whether the current rule's objects are those of its resources (no
+    /// subresource but `status` and `scale`, where only `immutable` runs):
+    /// `exec`, `eviction`, `binding`, ... send other kinds.
+    typed: bool,
+    /// Every variable the current rule sees, by name: its expression, to
+    /// type `variables.NAME`.
+    variable_sources: Vec<(String, String)>,
+    /// Where each Katalog-wide variable is declared (the first entries of
+    /// `variable_sources`, in order): its type errors are reported there,
+    /// once, when a rule whose objects have a schema reads it.
+    wide_at: &'a [(&'a LoadedDocument, DocPath)],
+    /// The type errors of Katalog-wide variables reported so far.
+    wide_reported: &'a mut BTreeSet<String>,
+}
+
+/// The type of `namespaceObject`: a Namespace.
+fn namespace_object() -> crate::cel::types::Type<'static> {
+    super::openapi::schema("", "v1", "namespaces").map_or(crate::cel::types::Type::Dyn, |s| {
+        crate::cel::types::Type::of_schema(s, false)
+    })
+}
+
+/// The type an expression must give, where a known other is an error.
+#[derive(Clone, Copy)]
+enum Expected {
+    /// `check.cel`: a bool.
+    Check,
+    /// A `match` condition: a bool.
+    Condition,
+    /// `messageExpression`: a string.
+    Message,
+}
+
+impl Expected {
+    fn type_(self) -> crate::cel::types::Type<'static> {
+        match self {
+            Expected::Check | Expected::Condition => crate::cel::types::Type::Bool,
+            Expected::Message => crate::cel::types::Type::String,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Expected::Check => "a check",
+            Expected::Condition => "a condition",
+            Expected::Message => "a messageExpression",
+        }
+    }
 }
 
 /// What CEL may name where an expression is being compiled.
@@ -66,7 +117,7 @@ const CEL_BINDINGS: [&str; 5] = {
     [object, old_object, request, namespace_object, "variables"]
 };
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     fn error(
         &mut self,
         at: &DocPath,
@@ -93,13 +144,20 @@ impl Ctx<'_> {
 
     /// An expression without `self` (conditions, messages, variables, values).
     fn cel(&mut self, expr: &str, at: &DocPath) -> Option<CelProgram> {
-        self.cel_bound(expr, at, false, None)
+        self.cel_bound(expr, at, false, None, None)
+    }
+
+    /// An expression without `self` whose value must be `what` (a
+    /// condition's a bool, a message's a string): a known other type is
+    /// an error.
+    fn cel_typed(&mut self, expr: &str, at: &DocPath, what: Expected) -> Option<CelProgram> {
+        self.cel_bound(expr, at, false, None, Some(what))
     }
 
     /// An expression on a checked value (`check.cel`): `self` is bound, to
     /// the values of `path` (relative to the element inside `forEach`).
     fn cel_self(&mut self, expr: &str, at: &DocPath, path: &Path) -> Option<CelProgram> {
-        self.cel_bound(expr, at, true, Some(path))
+        self.cel_bound(expr, at, true, Some(path), Some(Expected::Check))
     }
 
     fn cel_bound(
@@ -108,6 +166,7 @@ impl Ctx<'_> {
         at: &DocPath,
         with_self: bool,
         self_path: Option<&Path>,
+        expected: Option<Expected>,
     ) -> Option<CelProgram> {
         let prog = match self.programs.get(expr) {
             Some(p) => p.clone(),
@@ -208,7 +267,161 @@ impl Ctx<'_> {
                 );
             }
         }
+        if self.diags.len() == before {
+            self.check_types(&prog, at, checked.as_ref(), expected);
+        }
         (self.diags.len() == before).then_some(prog)
+    }
+
+    /// The schemas the rule's objects have: each declared resource's CRD at
+    /// the rule's version (its unknown fields are reported by the
+    /// selection checks), then each built-in kind's.
+    fn object_schemas(&self) -> Vec<(&'a crate::schema::SchemaNode, bool)> {
+        let schemas: &'a crate::schema::Schemas = self.schemas;
+        let mut out: Vec<(&'a crate::schema::SchemaNode, bool)> = Vec::new();
+        for t in &self.targets {
+            let Some(r) = self
+                .resources
+                .iter()
+                .find(|r| r.group == t.group && r.plural == t.plural)
+            else {
+                continue;
+            };
+            if let Some(schema) = schemas
+                .crd(&r.group, &r.kind)
+                .and_then(|c| c.version(&t.version))
+                .and_then(|v| v.schema.as_ref())
+            {
+                out.push((schema, true));
+            }
+        }
+        out.extend(self.builtin.iter().map(|k| (k.schema(), false)));
+        out
+    }
+
+    /// Type-check `prog` against the schema of each object the rule
+    /// selects (`crate::cel::types`); nothing to do when none is known.
+    fn check_types(
+        &mut self,
+        prog: &CelProgram,
+        at: &DocPath,
+        checked: Option<&Path>,
+        expected: Option<Expected>,
+    ) {
+        use crate::cel::types::{self, Type};
+        use crate::schema::{Lookup, lookup};
+        let mut reported: Vec<String> = Vec::new();
+        if !self.typed {
+            return;
+        }
+        for (root, selections_checked) in self.object_schemas() {
+            let of_path = |path: &Path| match lookup(root, path) {
+                Lookup::Found(node) => Type::of_schema(node, selections_checked),
+                _ => Type::Dyn,
+            };
+            let object = Type::of_schema(root, selections_checked);
+            let mut env = types::Env::default();
+            env.idents.push(("object".into(), object.clone()));
+            env.idents.push(("oldObject".into(), object.clone()));
+            env.idents
+                .push(("namespaceObject".into(), namespace_object()));
+            if let Some(p) = checked {
+                env.idents.push(("self".into(), of_path(p)));
+            }
+            if let Some(base) = &self.scope.element_base {
+                env.idents.push(("element".into(), of_path(base)));
+                env.idents.push(("elementIndex".into(), Type::Int));
+            }
+            for name in prog.variable_names() {
+                let t = self.variable_type(&name, &object, 0);
+                env.variables.insert(name, t);
+            }
+            let (t, errors) = types::check(prog, &env);
+            let mut messages: Vec<(String, Option<String>)> = errors
+                .into_iter()
+                .map(|e| (e.to_string(), e.help))
+                .collect();
+            if let Some(what) = expected
+                && messages.is_empty()
+                && !matches!(t, Type::Dyn)
+                && t != what.type_()
+            {
+                messages.push((
+                    types::whole_expression_error(
+                        prog.source(),
+                        &format!(
+                            "{} must give {}, and this gives {t}",
+                            what.name(),
+                            what.type_()
+                        ),
+                    ),
+                    None,
+                ));
+            }
+            for (e, help) in messages {
+                let message = format!("failed to compile CEL expression `{}`: {e}", prog.source());
+                if reported.contains(&message) {
+                    continue;
+                }
+                reported.push(message.clone());
+                self.error(at, ErrorKind::Cel, message).help = help;
+            }
+        }
+    }
+
+    /// The type of `variables.NAME` where `object` has the type `object`:
+    /// its expression's; `dyn` when unknown. The expression's own errors
+    /// are reported where it is declared.
+    fn variable_type<'s>(
+        &mut self,
+        name: &str,
+        object: &crate::cel::types::Type<'s>,
+        depth: usize,
+    ) -> crate::cel::types::Type<'s> {
+        use crate::cel::types::{self, Type};
+        const MAX_DEPTH: usize = 8;
+        let Some(index) = self.variable_sources.iter().rposition(|(n, _)| n == name) else {
+            return Type::Dyn;
+        };
+        let source = self.variable_sources[index].1.clone();
+        let source = &source;
+        if depth > MAX_DEPTH {
+            return Type::Dyn;
+        }
+        let prog = match self.programs.get(source) {
+            Some(p) => p.clone(),
+            None => match CelProgram::compile(source) {
+                Ok(p) => p,
+                Err(_) => return Type::Dyn,
+            },
+        };
+        // A Katalog-wide variable was compiled with no schema: its unknown
+        // fields are reported here, not by the selection checks.
+        let object = object.clone().unreported();
+        let mut env = types::Env::default();
+        env.idents.push(("object".into(), object.clone()));
+        env.idents.push(("oldObject".into(), object.clone()));
+        env.idents
+            .push(("namespaceObject".into(), namespace_object()));
+        for used in prog.variable_names() {
+            if used != name {
+                let t = self.variable_type(&used, &object, depth + 1);
+                env.variables.insert(used, t);
+            }
+        }
+        let (t, errors) = types::check(&prog, &env);
+        if let Some((doc, at)) = self.wide_at.get(index) {
+            for e in errors {
+                let message = format!("failed to compile CEL expression `{source}`: {e}");
+                if self.wide_reported.insert(message.clone()) {
+                    let mut d = Diagnostic::new(ErrorKind::Cel, message)
+                        .at(doc.locate(at), Some(&doc.source));
+                    d.help = e.help;
+                    self.diags.push(d);
+                }
+            }
+        }
+        t.unreported()
     }
 
     fn path(&mut self, text: &str, at: &DocPath) -> Option<Path> {
@@ -447,6 +660,28 @@ pub fn compile(
                 .map(|v| v.name.clone())
         })
         .collect();
+    let wide_sources: Vec<(String, String)> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| d.doc.spec.admission.variables.iter())
+        .map(|v| (v.name.clone(), v.expression.clone()))
+        .collect();
+    let wide_at: Vec<(&LoadedDocument, DocPath)> = loaded
+        .documents
+        .iter()
+        .flat_map(|d| {
+            (0..d.doc.spec.admission.variables.len()).map(move |i| {
+                let at = DocPath::default()
+                    .key("spec")
+                    .key("admission")
+                    .key("variables")
+                    .index(i)
+                    .key("expression");
+                (d, at)
+            })
+        })
+        .collect();
+    let mut wide_reported = BTreeSet::new();
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
@@ -475,6 +710,11 @@ pub fn compile(
             patterns: &mut patterns,
             controllers: &mut controllers,
             programs: &mut programs,
+            builtin: Vec::new(),
+            typed: true,
+            variable_sources: wide_sources.clone(),
+            wide_at: &wide_at,
+            wide_reported: &mut wide_reported,
         };
         let admission = DocPath::default().key("spec").key("admission");
         let adm_doc = &doc.doc.spec.admission;
@@ -520,6 +760,7 @@ pub fn compile(
             }
         }
         ctx.targets.clear();
+        ctx.builtin.clear();
         let sec = &doc.doc.spec.security;
         let sec_at = DocPath::default().key("spec").key("security");
         let dp = &sec.deletion_protection;
@@ -860,6 +1101,34 @@ fn declared_targets(
     out.into_iter().map(|(t, _)| t).collect()
 }
 
+/// The built-in kinds the patterns name (a pattern with a group and a
+/// resource; `*` for the version is every version the table has), leaving
+/// out the Katalog's own resources. Their schemas are built only when an
+/// expression is checked.
+fn builtin_kinds(
+    patterns: &[ResourcePattern],
+    declared: &[ResourceIr],
+) -> Vec<super::openapi::Kind> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let (Some(group), Some(plural)) = (&p.group, &p.resource) else {
+            continue;
+        };
+        if declared
+            .iter()
+            .any(|r| r.group == *group && r.plural == *plural)
+        {
+            continue;
+        }
+        for kind in super::openapi::select(group, p.version.as_deref(), plural) {
+            if !out.contains(&kind) {
+                out.push(kind);
+            }
+        }
+    }
+    out
+}
+
 fn selector(ctx: &mut Ctx, s: &LabelSelector, at: &DocPath) -> SelectorIr {
     let mut out = SelectorIr {
         match_labels: s
@@ -904,7 +1173,11 @@ fn matcher(
     ir.declared = declared_targets(ctx, &ir.resources, resources, &at.key("resources"));
     ctx.targets = ir.declared.clone();
     ctx.rule_resources = ir.resources.clone();
+    ctx.builtin = builtin_kinds(&ir.resources, ctx.resources);
     let subresources = m.map(|m| m.subresources.as_slice()).unwrap_or_default();
+    ctx.typed = subresources
+        .iter()
+        .all(|s| matches!(s.as_str(), "status" | "scale"));
     match super::autogen::controllers_for(
         &ir.resources,
         subresources,
@@ -1029,7 +1302,9 @@ fn condition(ctx: &mut Ctx, c: &Condition, at: &DocPath) -> Option<ConditionIr> 
         return condition(ctx, n, &at.key("not")).map(|x| ConditionIr::Not(Box::new(x)));
     }
     if let Some(expr) = &c.cel {
-        return ctx.cel(expr, &at.key("cel")).map(ConditionIr::Cel);
+        return ctx
+            .cel_typed(expr, &at.key("cel"), Expected::Condition)
+            .map(ConditionIr::Cel);
     }
     let paths = match &c.path {
         Some(p) => vec![ctx.path(p, &at.key("path"))?],
@@ -1303,6 +1578,12 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     ctx.scope
         .variables
         .extend(v.variables.iter().map(|x| x.name.clone()));
+    let wide_sources = ctx.variable_sources.len();
+    ctx.variable_sources.extend(
+        v.variables
+            .iter()
+            .map(|x| (x.name.clone(), x.expression.clone())),
+    );
     if let Some(p) = &v.path
         && let Some(path) = ctx.path(p, &at.key("path"))
     {
@@ -1356,7 +1637,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     let message_expression = v
         .message_expression
         .as_ref()
-        .and_then(|e| ctx.cel(e, &at.key("messageExpression")));
+        .and_then(|e| ctx.cel_typed(e, &at.key("messageExpression"), Expected::Message));
     // The rule's variables see the Katalog-wide ones and their
     // predecessors; in a rule with `forEach`, they are evaluated per
     // element and see `element` and `elementIndex` too.
@@ -1367,6 +1648,7 @@ fn validation(ctx: &mut Ctx, v: &Validation, at: &DocPath) -> Option<ValidationI
     };
     let vars = variables(ctx, &v.variables, &at.key("variables"));
     ctx.scope = outer;
+    ctx.variable_sources.truncate(wide_sources);
     if ctx.diags.len() > before {
         return None;
     }

@@ -9,6 +9,7 @@ pub mod compile;
 pub mod eval;
 pub mod input;
 pub mod known;
+pub mod openapi;
 pub mod review;
 mod touched;
 pub mod types;
