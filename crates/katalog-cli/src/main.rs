@@ -2427,7 +2427,9 @@ mod tests {
         for width in [60, 80, 120] {
             let mut helps = Vec::new();
             walk(
-                &mut super::Cli::command().term_width(width).max_term_width(width),
+                &mut super::Cli::command()
+                    .term_width(width)
+                    .max_term_width(width),
                 &mut helps,
             );
             for help in &helps {

@@ -124,11 +124,10 @@ impl<'a> Ctx<'a> {
         kind: ErrorKind,
         message: impl Into<String>,
     ) -> &mut Diagnostic {
-        self.diags
-            .push(
-                Diagnostic::new(kind, message)
-                    .at(self.doc.locate_for(kind, at), Some(&self.doc.source)),
-            );
+        self.diags.push(
+            Diagnostic::new(kind, message)
+                .at(self.doc.locate_for(kind, at), Some(&self.doc.source)),
+        );
         let n = self.diags.0.len() - 1;
         &mut self.diags.0[n]
     }
