@@ -994,6 +994,119 @@ fn slow_partial_bodies_do_not_starve_the_reviews() {
     );
 }
 
+/// An AdmissionReview of `group/version/resource`, whatever that is.
+fn review_of(group: &str, version: &str, resource: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u1", "kind": {"group": group, "version": version, "kind": "Thing"},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "name": "t", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "mallory"},
+            "object": {"apiVersion": format!("{group}/{version}"), "kind": "Thing",
+                       "metadata": {"name": "t", "namespace": "default"}}
+        }
+    }))
+    .unwrap()
+}
+
+/// Issue 31 item 1: label values and stats keys come from the Katalog, so
+/// requests naming what it does not declare add no series and no entry.
+#[test]
+fn undeclared_resources_add_no_metric_series_and_no_stats_entries() {
+    let scratch = Scratch::new("undeclared");
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admission.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("undeclared", Some(&dir), |_| {});
+    let state = h.server.as_ref().unwrap().state.clone();
+    let mut c = h.client();
+    let undeclared_conversion = |i: usize| {
+        let mut object = crontab_object(i, "v1");
+        object["apiVersion"] = json!(format!("evil{i}.example.com/v{i}"));
+        object["kind"] = json!(format!("Kind{i}"));
+        conversion_review(
+            "apiextensions.k8s.io/v1",
+            &format!("evil{i}.example.com/w{i}"),
+            vec![object],
+        )
+    };
+    // A declared resource at versions it does not serve.
+    let undeclared_versions = |i: usize| {
+        let mut object = crontab_object(i, "v1");
+        object["apiVersion"] = json!(format!("stable.example.com/v{}", i + 10));
+        conversion_review(
+            "apiextensions.k8s.io/v1",
+            &format!("stable.example.com/x{i}"),
+            vec![object],
+        )
+    };
+    let undeclared_admission = |i: usize| {
+        review_of(
+            &format!("evil{i}.example.com"),
+            &format!("v{i}"),
+            &format!("things{i}"),
+        )
+    };
+    // Once of each, and the declared ones: every series there will be.
+    let declared = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![crontab_object(1, "v1")],
+    );
+    let pod = pod_review("docker.io/app");
+    let send = |c: &mut HttpsClient, path: &str, body: &[u8]| {
+        let r = c.post_json(path, body).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        r.json().unwrap()
+    };
+    send(&mut c, "/convert", &declared);
+    send(&mut c, "/validate", &pod);
+    send(&mut c, "/mutate", &pod);
+    let r = send(&mut c, "/convert", &undeclared_conversion(0));
+    assert_eq!(r["response"]["result"]["status"], "Failure");
+    send(&mut c, "/convert", &undeclared_versions(0));
+    send(&mut c, "/validate", &undeclared_admission(0));
+    send(&mut c, "/mutate", &undeclared_admission(0));
+    let series = |c: &mut HttpsClient| {
+        let text = c.get("/metrics").unwrap().text();
+        let lines = text.lines().filter(|l| !l.starts_with('#')).count();
+        (lines, text)
+    };
+    let (before, _) = series(&mut c);
+    let entries = state.stats.snapshot().len();
+    for i in 1..=1_000 {
+        match i % 4 {
+            0 => send(&mut c, "/convert", &undeclared_conversion(i)),
+            1 => send(&mut c, "/convert", &undeclared_versions(i)),
+            2 => send(&mut c, "/validate", &undeclared_admission(i)),
+            _ => send(&mut c, "/mutate", &undeclared_admission(i)),
+        };
+    }
+    let (after, text) = series(&mut c);
+    assert_eq!(after, before, "{text}");
+    assert_eq!(state.stats.snapshot().len(), entries);
+    assert!(!text.contains("evil"), "{text}");
+    for line in [
+        r#"katalog_undeclared_requests_total{review="conversion"} 251"#,
+        r#"katalog_undeclared_requests_total{review="admission"} 502"#,
+        r#"katalog_conversion_requests_total{group="other",kind="other",from="other",to="other",result="failure"} 251"#,
+        r#"katalog_conversion_requests_total{group="stable.example.com",kind="CronTab",from="other",to="other",result="failure"} 251"#,
+        r#"katalog_admission_requests_total{endpoint="validate",group="other",version="other",resource="other",result="allowed"} 251"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    // The stats keep no text the sender chose.
+    let stats = serde_json::to_string(&state.stats.snapshot()).unwrap();
+    assert!(!stats.contains("evil"), "{stats}");
+}
+
 /// Open `n` TCP connections that never send a ClientHello (each connect
 /// bounded; the ones the server's queue refuses are not counted).
 fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> {
