@@ -897,10 +897,10 @@ pub async fn start(config: Config) -> Result<Running> {
                 path: path.display().to_string(),
                 source,
             })?;
-            Some(Arc::new(tls::ReloadingClientCa::from_pem(
-                &pem,
-                &path.display().to_string(),
-            )?))
+            Some(Arc::new(
+                tls::ReloadingClientCa::from_pem(&pem, &path.display().to_string())?
+                    .with_names(config.client_names.clone()),
+            ))
         }
     };
     let mut state = State::new(config.clone(), cert.clone());

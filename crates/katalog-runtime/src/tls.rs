@@ -163,6 +163,9 @@ pub struct ReloadingClientCa {
     verifier: ArcSwap<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     pem: std::sync::Mutex<Vec<u8>>,
     name: String,
+    /// `--client-name`: a certificate must carry one of these as its
+    /// common name or a DNS name; empty: any name the CA signed.
+    names: Vec<String>,
 }
 
 impl std::fmt::Debug for ReloadingClientCa {
@@ -180,7 +183,16 @@ impl ReloadingClientCa {
             verifier: ArcSwap::from_pointee(client_verifier(pem, name)?),
             pem: std::sync::Mutex::new(pem.to_vec()),
             name: name.to_string(),
+            names: Vec::new(),
         })
+    }
+
+    /// Accept only certificates whose common name or one of whose DNS
+    /// names is in `names` (as Gatekeeper's `--client-cn-to-verify`; a CA
+    /// may sign certificates for others than the apiserver).
+    pub fn with_names(mut self, names: Vec<String>) -> Self {
+        self.names = names;
+        self
     }
 
     /// Verify clients against `pem` from now on: `Ok(false)` when it is the
@@ -200,6 +212,27 @@ impl ReloadingClientCa {
     fn current(&self) -> Arc<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
         self.verifier.load_full()
     }
+}
+
+/// The common names and DNS names of a certificate (none when it cannot
+/// be parsed; rustls has verified it already).
+fn names_of(cert: &CertificateDer<'_>) -> Vec<String> {
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = parsed
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect();
+    if let Ok(Some(san)) = parsed.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_string());
+            }
+        }
+    }
+    names
 }
 
 /// A verifier of client certificates signed by the CAs of `pem`, which also
@@ -249,8 +282,19 @@ impl rustls::server::danger::ClientCertVerifier for ReloadingClientCa {
         intermediates: &[CertificateDer<'_>],
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        self.current()
-            .verify_client_cert(end_entity, intermediates, now)
+        let verified = self
+            .current()
+            .verify_client_cert(end_entity, intermediates, now)?;
+        if self.names.is_empty() || names_of(end_entity).iter().any(|n| self.names.contains(n)) {
+            return Ok(verified);
+        }
+        tracing::debug!(
+            names = ?names_of(end_entity),
+            "a client certificate signed by the --client-ca has none of the --client-name names: handshake refused"
+        );
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::ApplicationVerificationFailure,
+        ))
     }
 
     fn verify_tls12_signature(
@@ -312,10 +356,19 @@ impl DevCa {
     /// A client certificate (PEM) and its key (PEM) for `common_name`,
     /// usable for TLS client authentication only (e.g. to try `--client-ca`).
     pub fn issue_client(&self, common_name: &str) -> Result<(String, String), TlsError> {
+        self.issue_client_with_dns(common_name, &[])
+    }
+
+    /// [`DevCa::issue_client`], also for the DNS names `dns_names`.
+    pub fn issue_client_with_dns(
+        &self,
+        common_name: &str,
+        dns_names: &[String],
+    ) -> Result<(String, String), TlsError> {
         use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
         let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
         let issuer = Issuer::new(self.params.clone(), &self.key);
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        let mut params = CertificateParams::new(dns_names.to_vec()).map_err(err)?;
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);

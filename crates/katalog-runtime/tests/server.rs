@@ -1380,6 +1380,76 @@ fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
     );
 }
 
+/// Issue 31 item 8: with `--client-name`, a certificate the client CA
+/// signed for another name fails its handshake, on every endpoint.
+#[test]
+fn with_client_names_only_the_pinned_names_are_served() {
+    let scratch = Scratch::new("mtls-names");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admission.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("mtls-names", Some(&dir), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+        c.client_names = vec!["kube-apiserver".into(), "apiserver.example.com".into()];
+    });
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let pod = pod_review("registry.internal/app:1");
+    let with = |cert: &str, key: &str| {
+        h.client()
+            .with_client_cert(cert.as_bytes(), key.as_bytes())
+            .unwrap()
+    };
+    // The pinned name, as the common name or as a DNS name.
+    for (cn, dns) in [
+        ("kube-apiserver", vec![]),
+        ("front-proxy", vec!["apiserver.example.com".to_string()]),
+    ] {
+        let (cert, key) = client_ca.issue_client_with_dns(cn, &dns).unwrap();
+        let mut pinned = with(&cert, &key);
+        for (path, body) in [("/validate", &pod), ("/convert", &review)] {
+            let r = pinned.post_json(path, body).unwrap();
+            assert_eq!(r.status, 200, "{cn} {dns:?} {path}: {}", r.text());
+        }
+    }
+    // Signed by the same CA for another name: refused at the handshake.
+    for (cn, dns) in [
+        ("mallory", vec![]),
+        (
+            "mallory",
+            vec!["kube-apiserver.evil.example.com".to_string()],
+        ),
+        ("kube-apiserver-2", vec![]),
+    ] {
+        let (cert, key) = client_ca.issue_client_with_dns(cn, &dns).unwrap();
+        for (path, body) in [("/validate", &pod), ("/convert", &review)] {
+            match with(&cert, &key).post_json(path, body) {
+                Ok(r) => panic!("{cn} {dns:?} was served {path} with {}", r.text()),
+                Err(e) => eprintln!("{cn} {dns:?} {path}: refused: {e}"),
+            }
+        }
+    }
+    // No certificate: as without names (conversion and probes only).
+    let mut anonymous = h.client();
+    assert_eq!(anonymous.post_json("/validate", &pod).unwrap().status, 403);
+    let mut anonymous = h.client();
+    assert_eq!(
+        anonymous.post_json("/convert", &review).unwrap().status,
+        200
+    );
+}
+
 /// `katalog_evaluations_total` by place: (inline, pool, inline_stopped).
 fn evaluations(probe: &mut HttpsClient) -> (u64, u64, u64) {
     let metrics = probe.get("/metrics").unwrap().text();
