@@ -760,10 +760,26 @@ async fn monitoring_metrics(state: web::Data<State>) -> HttpResponse {
         .body(state.metrics.render())
 }
 
+/// `/katalog` on the HTTPS listener: only behind client authentication
+/// (`--client-ca`, a client certificate), as its stats and reload error
+/// describe the rules and their denials; else on the monitoring listener.
 async fn katalog_stats(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if state.config.client_ca.is_none() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotServedHere",
+            "/katalog is served on the --metrics-listen listener, or here with --client-ca to clients with a certificate",
+            &state,
+        );
+    }
     if let Some(resp) = client_refused(&req, &state) {
         return resp;
     }
+    HttpResponse::Ok().json(state.summary())
+}
+
+/// `/katalog` on the plain `--metrics-listen` listener.
+async fn monitoring_katalog_stats(state: web::Data<State>) -> HttpResponse {
     HttpResponse::Ok().json(state.summary())
 }
 
@@ -834,6 +850,7 @@ fn monitoring_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
         .service(web::resource("/readyz").route(web::get().to(readyz)))
         .service(web::resource("/metrics").route(web::get().to(monitoring_metrics)))
+        .service(web::resource("/katalog").route(web::get().to(monitoring_katalog_stats)))
         .default_service(web::to(not_found));
 }
 

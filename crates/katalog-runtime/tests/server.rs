@@ -74,6 +74,7 @@ impl Harness {
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.workers = 2;
         config.reload_debounce = Duration::from_millis(50);
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
         tweak(&mut config);
         let server = ServerThread::spawn(config).expect("the server starts");
         Harness {
@@ -88,6 +89,25 @@ impl Harness {
 
     fn client(&self) -> HttpsClient {
         HttpsClient::new(self.addr(), ca().ca_pem().as_bytes(), "localhost").unwrap()
+    }
+
+    /// `GET path` on the plain-HTTP monitoring listener.
+    fn monitoring_get(&self, path: &str) -> katalog_runtime::client::Response {
+        let addr = self.server.as_ref().unwrap().metrics_addr.unwrap();
+        let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            sock,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        read_response(&mut BufReader::new(sock)).unwrap()
+    }
+
+    /// The `/katalog` summary, from the monitoring listener.
+    fn summary(&self) -> Value {
+        self.monitoring_get("/katalog").json().unwrap()
     }
 
     fn stop(&mut self) {
@@ -161,7 +181,7 @@ fn converts_v1_and_v1beta1_reviews() {
         );
         assert_eq!(objs[1]["spec"]["concurrencyPolicy"], "AllowConcurrent");
     }
-    let stats = c.get("/katalog").unwrap().json().unwrap();
+    let stats = h.summary();
     assert_eq!(stats["ready"], true);
     assert_eq!(
         stats["stats"][0]["key"],
@@ -480,10 +500,10 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
     // A broken change: the old one keeps serving, the error is reported.
     write_atomic(&path, &changed.replace("separator", "separtor"));
     wait_for("the reload failure to be reported", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
     assert_eq!(host(&mut c)["hostname"], "localhost");
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(
         err.contains("hostport.yaml:20:") && err.contains("unknown key `separtor`"),
@@ -524,9 +544,9 @@ fn katalog_reload_follows_its_crd() {
     assert_ne!(edited, HOSTPORT_CRD);
     write_atomic(&crd, &edited);
     wait_for("the CRD change to fail the reload", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(
         err.contains("hostport.yaml:20:") && err.contains("no such field `port` in v2"),
@@ -563,15 +583,15 @@ fn katalog_reload_follows_its_crd_in_another_directory() {
     );
     let mut c = h.client();
     assert!(
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_null(),
+        h.summary()["lastReloadError"].is_null(),
         "the Katalog loads with its CRD"
     );
     let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
     write_atomic(&crd, &edited);
     wait_for("the CRD change to fail the reload", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(err.contains("no such field `port` in v2"), "{err}");
 }
@@ -1378,6 +1398,37 @@ fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
             .is_err(),
         "a certificate of the replaced CA is refused"
     );
+}
+
+/// Issue 31 item 6: `/katalog` (stats, last errors, the reload error) is
+/// not served on the webhook port to anyone who reaches it: only on the
+/// monitoring listener, or to clients with a certificate under --client-ca.
+#[test]
+fn the_summary_is_served_on_the_monitoring_listener_not_the_webhook_port() {
+    let h = Harness::start("summary-port", Some(&crontab()), |_| {});
+    let r = h.client().get("/katalog").unwrap();
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"],
+        "/katalog is served on the --metrics-listen listener, or here with --client-ca to clients with a certificate"
+    );
+    assert_eq!(h.summary()["ready"], true);
+    // With --client-ca: to clients with a certificate only.
+    let scratch = Scratch::new("summary-port-ca");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    let h = Harness::start("summary-port-mtls", Some(&crontab()), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+    });
+    assert_eq!(h.client().get("/katalog").unwrap().status, 403);
+    let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
+    let mut trusted = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    let r = trusted.get("/katalog").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json().unwrap()["ready"], true);
 }
 
 /// Issue 31 item 8: with `--client-name`, a certificate the client CA
