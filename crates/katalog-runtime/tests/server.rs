@@ -581,7 +581,6 @@ fn katalog_reload_follows_its_crd_in_another_directory() {
         Some(&scratch.path("katalog/hostport.yaml")),
         |c| c.reload_poll = Duration::from_secs(3600),
     );
-    let mut c = h.client();
     assert!(
         h.summary()["lastReloadError"].is_null(),
         "the Katalog loads with its CRD"
