@@ -968,6 +968,17 @@ fn slow_partial_bodies_do_not_starve_the_reviews() {
         raw.flush().unwrap();
         slow.push(raw);
     }
+    // Without a certificate, a body to an admission endpoint is not even
+    // waited for: 403 at once, and the connection closed.
+    let mut unread = anonymous.connect().unwrap();
+    write!(unread, "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"a\":").unwrap();
+    unread.flush().unwrap();
+    unread
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let r = read_response(&mut BufReader::new(&mut unread)).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
     // Time for the server to take them all into its handlers.
     std::thread::sleep(Duration::from_millis(500));
     let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
