@@ -26,12 +26,14 @@ const PROTECTION_BUILTINS: [(&str, &str); 4] = [
 /// The label values a loaded Katalog allows, computed once per load.
 #[derive(Debug, Default)]
 pub struct Declared {
-    /// `(group, kind)` of each declared resource, with its served versions.
-    conversions: BTreeMap<(String, String), BTreeSet<String>>,
-    /// `(group, version, resource)` the Katalog names: its declared
-    /// resources at their versions, and the patterns of its rules that
-    /// name all three.
-    named: BTreeSet<(String, String, String)>,
+    /// Per kind, the group of each declared resource of that kind with its
+    /// served versions (keyed by a `&str` look-up: nothing is allocated
+    /// per review).
+    conversions: BTreeMap<String, Vec<(String, BTreeSet<String>)>>,
+    /// Per resource, the `(group, version)`s the Katalog names: its
+    /// declared resources at their versions, and the patterns of its rules
+    /// that name all three.
+    named: BTreeMap<String, BTreeSet<(String, String)>>,
     /// Every resource pattern of a validation or mutation.
     patterns: Vec<ResourcePattern>,
 }
@@ -72,13 +74,15 @@ impl Declared {
         for r in &ir.resources {
             declared
                 .conversions
-                .entry((r.group.clone(), r.kind.clone()))
+                .entry(r.kind.clone())
                 .or_default()
-                .extend(r.served().map(str::to_string));
+                .push((r.group.clone(), r.served().map(str::to_string).collect()));
             for v in r.served() {
                 declared
                     .named
-                    .insert((r.group.clone(), v.to_string(), r.plural.clone()));
+                    .entry(r.plural.clone())
+                    .or_default()
+                    .insert((r.group.clone(), v.to_string()));
             }
         }
         let matchers = ir
@@ -90,7 +94,11 @@ impl Declared {
         for m in matchers {
             for p in m.registered_resources() {
                 if let (Some(g), Some(v), Some(r)) = (&p.group, &p.version, &p.resource) {
-                    declared.named.insert((g.clone(), v.clone(), r.clone()));
+                    declared
+                        .named
+                        .entry(r.clone())
+                        .or_default()
+                        .insert((g.clone(), v.clone()));
                 }
                 declared.patterns.push(p);
             }
@@ -108,10 +116,16 @@ impl Declared {
         from: &'a str,
         to: &str,
     ) -> ConversionNames<'a> {
-        let Some(((g, k), versions)) = self
+        let found = self
             .conversions
-            .get_key_value(&(group.to_string(), kind.to_string()))
-        else {
+            .get_key_value(kind)
+            .and_then(|(k, groups)| {
+                groups
+                    .iter()
+                    .find(|(g, _)| g == group)
+                    .map(|(g, versions)| (g, k, versions))
+            });
+        let Some((g, k, versions)) = found else {
             return ConversionNames {
                 group: OTHER,
                 kind: OTHER,
@@ -138,8 +152,9 @@ impl Declared {
         version: &str,
         resource: &str,
     ) -> AdmissionNames<'a> {
-        let key = (group.to_string(), version.to_string(), resource.to_string());
-        if let Some((g, v, r)) = self.named.get(&key) {
+        if let Some((r, named)) = self.named.get_key_value(resource)
+            && let Some((g, v)) = named.iter().find(|(g, v)| g == group && v == version)
+        {
             return AdmissionNames {
                 group: g,
                 version: v,
