@@ -45,13 +45,9 @@ pub struct ConversionNames<'a> {
     pub kind: &'a str,
     pub from: &'a str,
     pub to: &'a str,
-}
-
-impl ConversionNames<'_> {
-    /// Whether the resource is one the Katalog declares.
-    pub fn declared(&self) -> bool {
-        self.kind != OTHER
-    }
+    /// Whether the resource is one the Katalog declares (a plural may be
+    /// spelled `other`, so this is not read from the values).
+    pub declared: bool,
 }
 
 /// The labels of one admission review.
@@ -60,12 +56,7 @@ pub struct AdmissionNames<'a> {
     pub group: &'a str,
     pub version: &'a str,
     pub resource: &'a str,
-}
-
-impl AdmissionNames<'_> {
-    pub fn declared(&self) -> bool {
-        self.resource != OTHER
-    }
+    pub declared: bool,
 }
 
 impl Declared {
@@ -131,6 +122,7 @@ impl Declared {
                 kind: OTHER,
                 from: OTHER,
                 to: OTHER,
+                declared: false,
             };
         };
         let version = |v: &str| versions.get(v).map_or(OTHER, String::as_str);
@@ -139,6 +131,7 @@ impl Declared {
             kind: k,
             from: if from == "mixed" { from } else { version(from) },
             to: version(to),
+            declared: true,
         }
     }
 
@@ -159,6 +152,7 @@ impl Declared {
                 group: g,
                 version: v,
                 resource: r,
+                declared: true,
             };
         }
         let registered = self
@@ -184,11 +178,13 @@ impl Declared {
                     .find(|v| *v == version)
                     .map_or(OTHER, String::as_str),
                 resource: &k.plural,
+                declared: true,
             },
             None => AdmissionNames {
                 group: OTHER,
                 version: OTHER,
                 resource: OTHER,
+                declared: false,
             },
         }
     }
@@ -238,10 +234,10 @@ spec:
                 group: "stable.example.com",
                 kind: "CronTab",
                 from: "v1beta1",
-                to: "v1"
+                to: "v1",
+                declared: true,
             }
         );
-        assert!(n.declared());
         let n = d.conversion("stable.example.com", "CronTab", "mixed", "v9");
         assert_eq!((n.from, n.to), ("mixed", OTHER));
         let n = d.conversion("evil.example.com", "Bomb", "v1", "v1");
@@ -249,7 +245,7 @@ spec:
             (n.group, n.kind, n.from, n.to),
             (OTHER, OTHER, OTHER, OTHER)
         );
-        assert!(!n.declared());
+        assert!(!n.declared);
     }
 
     #[test]

@@ -551,7 +551,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .get_or_create(&key)
         .observe(count as f64);
     let message = request.failure.as_deref().unwrap_or("");
-    if !names.declared() {
+    if !names.declared {
         // Not from the apiserver (it sends only what a CRD points here):
         // counted, logged at DEBUG only, and its stats entry keeps no text
         // the sender chose.
@@ -688,7 +688,7 @@ async fn admission(
         })
         .observe(elapsed.as_secs_f64());
     let denied = o.verdict == Verdict::Denied;
-    let declared = names.declared();
+    let declared = names.declared;
     state.stats.record(
         &format!("{} {}/{}/{}", endpoint.name(), group, version, resource),
         elapsed.as_secs_f64() * 1000.0,
