@@ -76,7 +76,12 @@ fn the_apiserver_presents_its_client_certificate_and_others_are_refused() {
         &server_files.path("tls.crt"),
         &server_files.path("tls.key"),
         server_files,
-        |c| c.client_ca = Some(client_ca),
+        |c| {
+            c.client_ca = Some(client_ca);
+            // The CN of the apiserver's webhook client certificate
+            // (scripts/testenv); the same CA signs the admin's too.
+            c.client_names = vec!["kube-apiserver-webhook-client".into()];
+        },
     );
     let reg = registration("katalog-mtls", &katalog.url());
     register_admission(&env, &katalog.ir, &reg);
@@ -139,7 +144,28 @@ fn the_apiserver_presents_its_client_certificate_and_others_are_refused() {
         .post_json("/validate", review.to_string().as_bytes())
         .unwrap();
     assert_eq!(r.status, 403, "{}", r.text());
-    let stats = katalog.stats_with_client(env.admin_cert_pem(), env.admin_key_pem());
+    // A certificate the same CA signed for another name (the admin's) is
+    // refused at the handshake (--client-name), /convert included.
+    for path in ["/katalog", "/convert"] {
+        let refused = katalog_runtime::client::HttpsClient::new(
+            katalog.addr,
+            ca().ca_pem().as_bytes(),
+            "localhost",
+        )
+        .unwrap()
+        .with_client_cert(
+            env.admin_cert_pem().as_bytes(),
+            env.admin_key_pem().as_bytes(),
+        )
+        .unwrap()
+        .post_json(path, b"{}");
+        assert!(
+            refused.is_err(),
+            "the admin's certificate was served {path}: {:?}",
+            refused.map(|r| r.status)
+        );
+    }
+    let stats = katalog.stats();
     eprintln!("[mtls] katalog counters: {stats}");
     eprintln!("[mtls] done in {}", secs(started.elapsed()));
 }

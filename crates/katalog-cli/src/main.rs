@@ -563,6 +563,16 @@ struct ServeArgs {
     /// The authority ceiling: a Katalog over it is refused at load.
     #[command(flatten)]
     ceiling: CeilingArgs,
+    /// With --client-ca: serve only client certificates with this common
+    /// name or DNS name, e.g. `--client-name kube-apiserver` (repeatable;
+    /// the environment variable takes a comma-separated list).
+    #[arg(
+        long,
+        env = "KATALOG_CLIENT_NAME",
+        requires = "client_ca",
+        value_delimiter = ','
+    )]
+    client_name: Vec<String>,
     /// Largest request body, in bytes.
     #[arg(long, env = "KATALOG_BODY_LIMIT", default_value_t = 32 * 1024 * 1024)]
     body_limit: usize,
@@ -1788,6 +1798,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     server.listen = args.listen;
     server.metrics_listen = args.metrics_listen;
     server.client_ca = args.client_ca;
+    server.client_names = args.client_name;
     server.body_limit = args.body_limit;
     server.max_reviews_in_flight = args.max_reviews_in_flight as usize;
     server.max_bytes_in_flight = args.max_bytes_in_flight;

@@ -288,10 +288,34 @@ impl Compiler<'_> {
                 .help = Some(help);
             }
         }
+        let mut sensitive = Vec::new();
+        for (i, text) in r.sensitive.iter().enumerate() {
+            match Path::parse(text) {
+                Ok(p) if !p.is_root() => sensitive.push(p),
+                Ok(_) => {
+                    self.error(
+                        doc,
+                        &at.key("sensitive").index(i),
+                        ErrorKind::Path,
+                        "an empty path: name the fields whose values are sensitive".to_string(),
+                    );
+                }
+                Err(e) => {
+                    self.error(
+                        doc,
+                        &at.key("sensitive").index(i),
+                        ErrorKind::Path,
+                        e.to_string(),
+                    )
+                    .help = Some("paths look like `spec.password` or `spec.users[*].token`".into());
+                }
+            }
+        }
         if self.diags.len() > before {
             return None;
         }
         Some(ResourceIr {
+            sensitive,
             group: r.group.clone(),
             kind: r.kind.clone(),
             plural: r.plural.clone(),

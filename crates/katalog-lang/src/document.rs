@@ -90,6 +90,11 @@ pub struct Resource {
     /// Overrides of the Katalog-wide protections for this resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<ResourceProtection>,
+    /// Paths whose values no built-in admission message prints (they read
+    /// `<redacted>`), e.g. `spec.password` or `spec.users[*].token`: a
+    /// denial goes to the client, the logs and `/katalog`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<String>,
 }
 
 /// One conversion rule. Each names the hub side and the spoke side; the

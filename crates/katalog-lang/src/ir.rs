@@ -80,6 +80,8 @@ pub struct ResourceIr {
     pub crd: Option<String>,
     /// The CRD `crd:` names, when it was read: the schema of each version.
     pub schemas: Option<std::sync::Arc<crate::schema::Crd>>,
+    /// `sensitive:` paths: values no built-in admission message prints.
+    pub sensitive: Vec<crate::path::Path>,
     pub loc: Option<Loc>,
 }
 

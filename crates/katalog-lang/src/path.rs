@@ -90,6 +90,21 @@ impl Path {
         self.segments.starts_with(&prefix.segments)
     }
 
+    /// True when the two paths name overlapping subtrees, `[*]` standing
+    /// for any index: one is at or below something the other names
+    /// (`spec.users[*].token` meets `spec.users[0]`, `spec` and
+    /// `spec.users[2].token.value`, not `spec.users[0].name`).
+    pub fn meets(&self, other: &Path) -> bool {
+        self.segments
+            .iter()
+            .zip(&other.segments)
+            .all(|(a, b)| match (a, b) {
+                (Segment::Wildcard, Segment::Index(_) | Segment::Wildcard)
+                | (Segment::Index(_), Segment::Wildcard) => true,
+                (a, b) => a == b,
+            })
+    }
+
     /// True when one path is a prefix of the other (they name overlapping subtrees).
     pub fn overlaps(&self, other: &Path) -> bool {
         self.starts_with(other) || other.starts_with(self)
@@ -770,5 +785,30 @@ mod tests {
             "/metadata/labels/app.kubernetes.io~1name"
         );
         assert_eq!(p(r#"a["x~y"][3]"#).to_json_pointer(), "/a/x~0y/3");
+    }
+
+    #[test]
+    fn paths_meet_where_their_subtrees_overlap() {
+        let p = |t: &str| {
+            if t.is_empty() {
+                Path::root()
+            } else {
+                Path::parse(t).unwrap()
+            }
+        };
+        let token = p("spec.users[*].token");
+        for at in [
+            "spec.users[0]",
+            "spec",
+            "",
+            "spec.users[2].token.value",
+            "spec.users[*]",
+        ] {
+            assert!(token.meets(&p(at)), "{at}");
+            assert!(p(at).meets(&token), "{at}");
+        }
+        for at in ["spec.users[0].name", "status", "spec.owner.token"] {
+            assert!(!token.meets(&p(at)), "{at}");
+        }
     }
 }

@@ -18,6 +18,9 @@ pub struct Config {
     /// With a CA file (PEM), only clients presenting a certificate it
     /// signed are served (mutual TLS); read once at start.
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: the names a client certificate must carry, as its
+    /// common name or a DNS name (any one of them); empty: any name.
+    pub client_names: Vec<String>,
     /// A plain-HTTP listener for /metrics, /healthz and /readyz only.
     pub metrics_listen: Option<SocketAddr>,
     /// Largest request body accepted (a LIST page of 500 objects is several MB).
@@ -74,6 +77,7 @@ impl Config {
             tls_cert,
             tls_key,
             client_ca: None,
+            client_names: Vec::new(),
             metrics_listen: None,
             body_limit: 32 * 1024 * 1024,
             max_reviews_in_flight: 64,

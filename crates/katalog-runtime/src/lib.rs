@@ -13,9 +13,10 @@
 //! Each module uses only the modules of the layers below it, so there is
 //! no import cycle:
 //!
-//! 1. `tls`, `metrics`, `files`, `config`, `client`, `registration`,
-//!    `leader`: leaves (certificates, counters, reading Katalogs, the
-//!    server settings, what is registered).
+//! 1. `tls`, `metrics`, `labels`, `files`, `config`, `client`,
+//!    `registration`, `leader`: leaves (certificates, counters, the label
+//!    values a Katalog allows, reading Katalogs, the server settings, what
+//!    is registered).
 //! 2. `cluster`, `live`, `migrate`: talking to the apiserver.
 //! 3. `state`: the served Katalog ([`state::Loaded`]), the certificate and
 //!    the metrics, and reloading them from the files a [`Config`] names.
@@ -33,6 +34,7 @@ pub mod cluster;
 pub mod config;
 pub mod files;
 pub mod housekeeper;
+pub mod labels;
 pub mod leader;
 pub mod live;
 pub mod metrics;

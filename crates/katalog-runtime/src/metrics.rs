@@ -95,6 +95,36 @@ impl Evaluations {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `conversion` or `admission`.
+    pub review: String,
+}
+
+/// `katalog_undeclared_requests_total{review}`: reviews of a resource the
+/// Katalog does not declare (counted under `other` in the other metrics).
+/// Both series exist from the start.
+pub struct Undeclared {
+    pub convert: Counter,
+    pub admission: Counter,
+}
+
+impl Undeclared {
+    fn new(family: &Family<ReviewLabels, Counter>) -> Self {
+        let review = |review: &str| {
+            family
+                .get_or_create(&ReviewLabels {
+                    review: review.into(),
+                })
+                .clone()
+        };
+        Undeclared {
+            convert: review("conversion"),
+            admission: review("admission"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
 }
@@ -134,12 +164,17 @@ pub struct Metrics {
     /// 1 while this replica holds the leader Lease, else 0; only exported
     /// with leader election (one series per Lease).
     pub leader: Family<LeaseLabels, Gauge>,
+    pub undeclared: Undeclared,
+    /// Admission requests to `/validate/<id>` or `/mutate/<id>` with an id
+    /// the Katalog does not have.
+    pub unknown_webhook_groups: Counter,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("katalog");
         let evaluations: Family<PlaceLabels, Counter> = Family::default();
+        let undeclared: Family<ReviewLabels, Counter> = Family::default();
         let m = Metrics {
             conversion_requests: Family::default(),
             conversion_duration: Family::new_with_constructor(latency_histogram),
@@ -158,6 +193,8 @@ impl Default for Metrics {
             evaluations: Evaluations::new(&evaluations),
             cert_expiry: Gauge::default(),
             leader: Family::default(),
+            undeclared: Undeclared::new(&undeclared),
+            unknown_webhook_groups: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -245,6 +282,16 @@ impl Default for Metrics {
             "1 while this replica holds the leader Lease, else 0 (with leader election only)",
             m.leader.clone(),
         );
+        registry.register(
+            "undeclared_requests",
+            "Reviews of a resource the Katalog does not declare, by review (conversion or admission); the other metrics count them under the label value other",
+            undeclared,
+        );
+        registry.register(
+            "unknown_webhook_groups",
+            "Admission requests for a webhook group id the Katalog does not have (evaluated with every rule of the endpoint)",
+            m.unknown_webhook_groups.clone(),
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -266,6 +313,11 @@ impl Metrics {
 }
 
 const WINDOW: usize = 1024;
+
+/// Most stats entries kept: keys come from the Katalog (see `labels`), and
+/// past this many (a Katalog with rules on hundreds of resources) the
+/// rest share one entry, `other`.
+pub const MAX_STATS_KEYS: usize = 512;
 
 #[derive(Default)]
 struct Window {
@@ -296,6 +348,11 @@ pub struct StatsEntry {
 impl Stats {
     pub fn record(&self, key: &str, millis: f64, error: Option<&str>) {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let key = if windows.len() >= MAX_STATS_KEYS && !windows.contains_key(key) {
+            crate::labels::OTHER
+        } else {
+            key
+        };
         let w = windows.entry(key.to_string()).or_default();
         w.count += 1;
         if let Some(e) = error {
@@ -354,6 +411,18 @@ mod tests {
         assert_eq!((e.count, e.failures), (101, 1));
         assert_eq!((e.p50_ms, e.p95_ms, e.max_ms), (50.0, 95.0, 100.0));
         assert_eq!(e.last_error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn stats_keep_at_most_max_stats_keys_entries() {
+        let s = Stats::default();
+        for i in 0..MAX_STATS_KEYS + 100 {
+            s.record(&format!("k{i}"), 1.0, None);
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap.len(), MAX_STATS_KEYS + 1);
+        let other = snap.iter().find(|e| e.key == "other").unwrap();
+        assert_eq!(other.count, 100);
     }
 
     #[test]

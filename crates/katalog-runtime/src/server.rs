@@ -468,6 +468,10 @@ async fn admit_review(
     Ok(body)
 }
 
+/// The `last_error` of a stats entry for resources the Katalog does not
+/// declare: a fixed text, never the sender's.
+const UNDECLARED: &str = "a resource the Katalog does not declare";
+
 async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State>) -> HttpResponse {
     let started = Instant::now();
     let in_flight = Arc::new(InFlight::new(&state));
@@ -504,16 +508,16 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         Err(resp) => return resp,
     };
     let request = &answer.outcome;
-    let (group, kind, to) = (
-        request.group.as_str(),
-        request.kind.as_str(),
-        request.to.as_str(),
-    );
     let from = if request.mixed {
         "mixed"
     } else {
         request.from.as_str()
     };
+    // Label values from the Katalog, never from the request (see `labels`).
+    let names = loaded
+        .labels
+        .conversion(&request.group, &request.kind, from, &request.to);
+    let (group, kind, from, to) = (names.group, names.kind, names.from, names.to);
     let failed = request.failure.is_some();
     let elapsed = started.elapsed();
     let key = ConversionKey {
@@ -547,24 +551,41 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .get_or_create(&key)
         .observe(count as f64);
     let message = request.failure.as_deref().unwrap_or("");
-    state.stats.record(
-        &format!("conversion {group}/{kind}"),
-        elapsed.as_secs_f64() * 1000.0,
-        failed.then_some(message),
-    );
-    tracing::info!(
-        uid = request.uid.as_str(),
-        kind,
-        group,
-        from,
-        to,
-        objects = count,
-        spliced = request.spliced,
-        result = if failed { "Failure" } else { "Success" },
-        detail = if failed { message } else { "" },
-        duration_ms = elapsed.as_secs_f64() * 1000.0,
-        "conversion review"
-    );
+    if !names.declared {
+        // Not from the apiserver (it sends only what a CRD points here):
+        // counted, logged at DEBUG only, and its stats entry keeps no text
+        // the sender chose.
+        state.metrics.undeclared.convert.inc();
+        state.stats.record(
+            &format!("conversion {group}/{kind}"),
+            elapsed.as_secs_f64() * 1000.0,
+            failed.then_some(UNDECLARED),
+        );
+        tracing::debug!(
+            uid = request.uid.as_str(),
+            detail = message,
+            "conversion review of a resource the Katalog does not declare"
+        );
+    } else {
+        state.stats.record(
+            &format!("conversion {group}/{kind}"),
+            elapsed.as_secs_f64() * 1000.0,
+            failed.then_some(message),
+        );
+        tracing::info!(
+            uid = request.uid.as_str(),
+            kind,
+            group,
+            from,
+            to,
+            objects = count,
+            spliced = request.spliced,
+            result = if failed { "Failure" } else { "Success" },
+            detail = if failed { message } else { "" },
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            "conversion review"
+        );
+    }
     HttpResponse::Ok()
         .content_type("application/json")
         .body(answer.bytes)
@@ -613,11 +634,18 @@ async fn admission(
     let only = group.and_then(|id| match webhooks::find(&ir, endpoint, &id) {
         Some(g) => Some(g.rules),
         None => {
-            tracing::warn!(
-                endpoint = endpoint.name(),
-                group = id,
-                "unknown webhook group (registered before a reload?): evaluating every rule"
-            );
+            // The id is the sender's: counted, and warned about at most
+            // once a minute (the apiserver sends one only in the moment
+            // after a reload, until the housekeeper re-registers).
+            state.metrics.unknown_webhook_groups.inc();
+            if state.warn_unknown_group.allows(Instant::now()) {
+                tracing::warn!(
+                    endpoint = endpoint.name(),
+                    "unknown webhook group (registered before a reload?): evaluating every rule; katalog_unknown_webhook_groups_total counts them, this is logged at most once a minute"
+                );
+            } else {
+                tracing::debug!(endpoint = endpoint.name(), "unknown webhook group");
+            }
             None
         }
     });
@@ -633,7 +661,9 @@ async fn admission(
         Err(resp) => return resp,
     };
     let o = &answer.outcome;
-    let (group, version, resource) = (o.group.as_str(), o.version.as_str(), o.resource.as_str());
+    // Label values from the Katalog, never from the request (see `labels`).
+    let names = loaded.labels.admission(&o.group, &o.version, &o.resource);
+    let (group, version, resource) = (names.group, names.version, names.resource);
     let result = o.verdict.as_str();
     let elapsed = started.elapsed();
     state
@@ -658,11 +688,28 @@ async fn admission(
         })
         .observe(elapsed.as_secs_f64());
     let denied = o.verdict == Verdict::Denied;
+    let declared = names.declared;
     state.stats.record(
         &format!("{} {}/{}/{}", endpoint.name(), group, version, resource),
         elapsed.as_secs_f64() * 1000.0,
-        denied.then_some(o.message.as_str()),
+        denied.then_some(if declared {
+            o.message.as_str()
+        } else {
+            UNDECLARED
+        }),
     );
+    if !declared {
+        state.metrics.undeclared.admission.inc();
+        tracing::debug!(
+            uid = o.uid.as_str(),
+            endpoint = endpoint.name(),
+            result,
+            "admission review of a resource the Katalog's webhooks are not registered for"
+        );
+        return HttpResponse::Ok()
+            .content_type("application/json")
+            .body(answer.bytes);
+    }
     tracing::info!(
         uid = o.uid.as_str(),
         endpoint = endpoint.name(),
@@ -716,10 +763,26 @@ async fn monitoring_metrics(state: web::Data<State>) -> HttpResponse {
         .body(state.metrics.render())
 }
 
+/// `/katalog` on the HTTPS listener: only behind client authentication
+/// (`--client-ca`, a client certificate), as its stats and reload error
+/// describe the rules and their denials; else on the monitoring listener.
 async fn katalog_stats(req: HttpRequest, state: web::Data<State>) -> HttpResponse {
+    if state.config.client_ca.is_none() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotServedHere",
+            "/katalog is served on the --metrics-listen listener, or here with --client-ca to clients with a certificate",
+            &state,
+        );
+    }
     if let Some(resp) = client_refused(&req, &state) {
         return resp;
     }
+    HttpResponse::Ok().json(state.summary())
+}
+
+/// `/katalog` on the plain `--metrics-listen` listener.
+async fn monitoring_katalog_stats(state: web::Data<State>) -> HttpResponse {
     HttpResponse::Ok().json(state.summary())
 }
 
@@ -790,6 +853,7 @@ fn monitoring_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
         .service(web::resource("/readyz").route(web::get().to(readyz)))
         .service(web::resource("/metrics").route(web::get().to(monitoring_metrics)))
+        .service(web::resource("/katalog").route(web::get().to(monitoring_katalog_stats)))
         .default_service(web::to(not_found));
 }
 
@@ -853,10 +917,10 @@ pub async fn start(config: Config) -> Result<Running> {
                 path: path.display().to_string(),
                 source,
             })?;
-            Some(Arc::new(tls::ReloadingClientCa::from_pem(
-                &pem,
-                &path.display().to_string(),
-            )?))
+            Some(Arc::new(
+                tls::ReloadingClientCa::from_pem(&pem, &path.display().to_string())?
+                    .with_names(config.client_names.clone()),
+            ))
         }
     };
     let mut state = State::new(config.clone(), cert.clone());

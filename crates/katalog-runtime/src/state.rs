@@ -36,6 +36,8 @@ pub struct Loaded {
     pub hash: String,
     pub loaded_at: SystemTime,
     pub sources: Vec<String>,
+    /// The label values of metrics and stats this Katalog allows.
+    pub labels: crate::labels::Declared,
 }
 
 pub struct State {
@@ -54,6 +56,39 @@ pub struct State {
     /// Whether small reviews are evaluated inline (closed for a while after
     /// one was stopped).
     pub inline_gate: InlineGate,
+    /// The warning about an unknown webhook group id, at most once a minute.
+    pub warn_unknown_group: RateLimit,
+}
+
+/// Lets one event through per period (a log line a stranger could
+/// otherwise repeat at will).
+pub struct RateLimit {
+    gate: InlineGate,
+    period: Duration,
+}
+
+impl RateLimit {
+    pub fn new(period: Duration) -> Self {
+        RateLimit {
+            gate: InlineGate::default(),
+            period,
+        }
+    }
+
+    /// Whether the event at `now` may go through (then the next one waits
+    /// a period).
+    pub fn allows(&self, now: Instant) -> bool {
+        let until = self
+            .gate
+            .since_epoch(now.checked_add(self.period).unwrap_or(now));
+        let open_at = self.gate.since_epoch(now);
+        self.gate
+            .closed_until
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |closed| {
+                (open_at >= closed).then_some(until)
+            })
+            .is_ok()
+    }
 }
 
 /// Closes inline evaluation for a while: a Katalog whose reviews overrun the
@@ -131,6 +166,7 @@ impl State {
             stats: Stats::default(),
             bytes_in_flight: Arc::default(),
             inline_gate: InlineGate::default(),
+            warn_unknown_group: RateLimit::new(Duration::from_secs(60)),
         };
         state.record_cert_expiry();
         state
@@ -213,6 +249,7 @@ impl State {
                 }
                 *failed = None;
                 Ok(Some(Loaded {
+                    labels: crate::labels::Declared::of(&ir),
                     ir: Arc::new(ir),
                     hash,
                     loaded_at: SystemTime::now(),
@@ -352,6 +389,17 @@ mod tests {
         .unwrap();
         let config = Config::new(katalog, "unused.crt".into(), "unused.key".into());
         State::new(config, Arc::new(ReloadingCert::new(key)))
+    }
+
+    #[test]
+    fn a_rate_limit_lets_one_event_through_per_period() {
+        let limit = RateLimit::new(Duration::from_secs(60));
+        let now = Instant::now();
+        assert!(limit.allows(now));
+        assert!(!limit.allows(now));
+        assert!(!limit.allows(now + Duration::from_secs(59)));
+        assert!(limit.allows(now + Duration::from_secs(60)));
+        assert!(!limit.allows(now + Duration::from_secs(61)));
     }
 
     #[test]

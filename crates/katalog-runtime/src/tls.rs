@@ -28,6 +28,12 @@ pub enum TlsError {
     Key(String),
     #[error("failed to generate a development certificate: {0}")]
     Generate(String),
+    /// A development certificate directory someone else could have put a
+    /// key into.
+    #[error(
+        "failed to use the development certificate directory {path}: {problem}; a certificate and key planted there would be served: remove it, or name a private directory with --dev-cert-dir"
+    )]
+    DevDirNotPrivate { path: String, problem: String },
 }
 
 /// Install ring as the process-wide crypto provider (once; later calls are no-ops).
@@ -180,6 +186,9 @@ pub struct ReloadingClientCa {
     verifier: ArcSwap<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     pem: std::sync::Mutex<Vec<u8>>,
     name: String,
+    /// `--client-name`: a certificate must carry one of these as its
+    /// common name or a DNS name; empty: any name the CA signed.
+    names: Vec<String>,
 }
 
 impl std::fmt::Debug for ReloadingClientCa {
@@ -197,7 +206,16 @@ impl ReloadingClientCa {
             verifier: ArcSwap::from_pointee(client_verifier(pem, name)?),
             pem: std::sync::Mutex::new(pem.to_vec()),
             name: name.to_string(),
+            names: Vec::new(),
         })
+    }
+
+    /// Accept only certificates whose common name or one of whose DNS
+    /// names is in `names` (as Gatekeeper's `--client-cn-to-verify`; a CA
+    /// may sign certificates for others than the apiserver).
+    pub fn with_names(mut self, names: Vec<String>) -> Self {
+        self.names = names;
+        self
     }
 
     /// Verify clients against `pem` from now on: `Ok(false)` when it is the
@@ -217,6 +235,27 @@ impl ReloadingClientCa {
     fn current(&self) -> Arc<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
         self.verifier.load_full()
     }
+}
+
+/// The common names and DNS names of a certificate (none when it cannot
+/// be parsed; rustls has verified it already).
+fn names_of(cert: &CertificateDer<'_>) -> Vec<String> {
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = parsed
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect();
+    if let Ok(Some(san)) = parsed.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let x509_parser::extensions::GeneralName::DNSName(dns) = name {
+                names.push((*dns).to_string());
+            }
+        }
+    }
+    names
 }
 
 /// A verifier of client certificates signed by the CAs of `pem`, which also
@@ -266,8 +305,19 @@ impl rustls::server::danger::ClientCertVerifier for ReloadingClientCa {
         intermediates: &[CertificateDer<'_>],
         now: rustls::pki_types::UnixTime,
     ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        self.current()
-            .verify_client_cert(end_entity, intermediates, now)
+        let verified = self
+            .current()
+            .verify_client_cert(end_entity, intermediates, now)?;
+        if self.names.is_empty() || names_of(end_entity).iter().any(|n| self.names.contains(n)) {
+            return Ok(verified);
+        }
+        tracing::debug!(
+            names = ?names_of(end_entity),
+            "a client certificate signed by the --client-ca has none of the --client-name names: handshake refused"
+        );
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::ApplicationVerificationFailure,
+        ))
     }
 
     fn verify_tls12_signature(
@@ -329,10 +379,19 @@ impl DevCa {
     /// A client certificate (PEM) and its key (PEM) for `common_name`,
     /// usable for TLS client authentication only (e.g. to try `--client-ca`).
     pub fn issue_client(&self, common_name: &str) -> Result<(String, String), TlsError> {
+        self.issue_client_with_dns(common_name, &[])
+    }
+
+    /// [`DevCa::issue_client`], also for the DNS names `dns_names`.
+    pub fn issue_client_with_dns(
+        &self,
+        common_name: &str,
+        dns_names: &[String],
+    ) -> Result<(String, String), TlsError> {
         use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
         let err = |e: rcgen::Error| TlsError::Generate(e.to_string());
         let issuer = Issuer::new(self.params.clone(), &self.key);
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        let mut params = CertificateParams::new(dns_names.to_vec()).map_err(err)?;
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
@@ -400,10 +459,87 @@ pub fn generate_dev_certificates(dns_names: &[String]) -> Result<DevCertificates
 }
 
 /// Paths of development certificates written to disk.
+#[derive(Debug)]
 pub struct DevCertificateFiles {
     pub ca: std::path::PathBuf,
     pub cert: std::path::PathBuf,
     pub key: std::path::PathBuf,
+}
+
+/// Make `dir` a private directory of the user `uid`, or refuse it. A new
+/// one is created with mode 0700; one that exists must be a directory (not
+/// a symlink) owned by `uid` that neither group nor others may write, and
+/// so must its certificate files: the default is under the shared temporary
+/// directory, where anyone could otherwise have planted a key the server
+/// would serve. One that only others may read or enter is tightened to 0700.
+pub fn private_dir(dir: &Path, uid: u32) -> Result<(), TlsError> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    let refuse = |problem: String| TlsError::DevDirNotPrivate {
+        path: dir.display().to_string(),
+        problem,
+    };
+    let io = |source| TlsError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io);
+        }
+        Err(e) => return Err(io(e)),
+        Ok(meta) => {
+            if meta.file_type().is_symlink() {
+                return Err(refuse("it is a symbolic link".into()));
+            }
+            if !meta.is_dir() {
+                return Err(refuse("it is not a directory".into()));
+            }
+            if meta.uid() != uid {
+                return Err(refuse(format!(
+                    "it is owned by uid {}, not by this user (uid {uid})",
+                    meta.uid()
+                )));
+            }
+            let mode = meta.mode() & 0o7777;
+            if mode & 0o022 != 0 {
+                return Err(refuse(format!(
+                    "group or others may write to it (mode {mode:04o}; it must be 0700)"
+                )));
+            }
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io)?;
+            }
+        }
+    }
+    for name in ["ca.crt", "tls.crt", "tls.key"] {
+        let path = dir.join(name);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(e)),
+        };
+        if !meta.file_type().is_file() {
+            return Err(refuse(format!("{name} is not a regular file")));
+        }
+        if meta.uid() != uid {
+            return Err(refuse(format!(
+                "{name} is owned by uid {}, not by this user (uid {uid})",
+                meta.uid()
+            )));
+        }
+        let mode = meta.mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(refuse(format!(
+                "group or others may write to {name} (mode {mode:04o})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Development certificates in `dir` (ca.crt, tls.crt, tls.key): reused when
@@ -419,14 +555,11 @@ pub fn write_dev_certificates(
         cert: dir.join("tls.crt"),
         key: dir.join("tls.key"),
     };
+    private_dir(dir, rustix::process::geteuid().as_raw())?;
     if files.ca.is_file() && load_pair(&files.cert, &files.key).is_ok() {
         return Ok(files);
     }
     let generated = generate_dev_certificates(dns_names)?;
-    std::fs::create_dir_all(dir).map_err(|source| TlsError::Read {
-        path: dir.display().to_string(),
-        source,
-    })?;
     for (path, text, mode) in [
         (&files.ca, &generated.ca_pem, 0o644),
         (&files.cert, &generated.cert_pem, 0o644),
@@ -453,6 +586,74 @@ pub fn write_dev_certificates(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("katalog-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// Issue 31 item 10: a development certificate directory others could
+    /// write to is refused, never served from.
+    #[test]
+    fn the_development_directory_is_created_private_or_refused() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        install_crypto_provider();
+        let uid = rustix::process::geteuid().as_raw();
+        // Created 0700, the key 0600; reused as it is.
+        let parent = scratch("dev");
+        let dir = parent.join("katalog-dev");
+        let files = write_dev_certificates(&dir, &[]).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&files.key), 0o600);
+        let key = std::fs::read(&files.key).unwrap();
+        write_dev_certificates(&dir, &[]).unwrap();
+        assert_eq!(std::fs::read(&files.key).unwrap(), key, "reused");
+        // Anyone may write to it: refused, with what and why.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = write_dev_certificates(&dir, &[]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "failed to use the development certificate directory {}: group or others may write to it (mode 0777; it must be 0700); a certificate and key planted there would be served: remove it, or name a private directory with --dev-cert-dir",
+                dir.display()
+            )
+        );
+        // Only readable by others: tightened, then used.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_dev_certificates(&dir, &[]).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        // A file others may write to.
+        std::fs::set_permissions(&files.cert, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = write_dev_certificates(&dir, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("group or others may write to tls.crt (mode 0666)"),
+            "{err}"
+        );
+        std::fs::set_permissions(&files.cert, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // Another owner's directory and files (as seen by another user).
+        let owner = std::fs::metadata(&dir).unwrap().uid();
+        assert_eq!(owner, uid);
+        let err = private_dir(&dir, uid + 1).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "it is owned by uid {uid}, not by this user (uid {})",
+                uid + 1
+            )),
+            "{err}"
+        );
+        // A symlink to a directory elsewhere.
+        let link = parent.join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let err = write_dev_certificates(&link, &[]).unwrap_err().to_string();
+        assert!(err.contains("it is a symbolic link"), "{err}");
+        let _ = std::fs::remove_dir_all(&parent);
+    }
 
     #[test]
     fn a_client_ca_swaps_only_for_a_new_usable_pem() {

@@ -74,6 +74,7 @@ impl Harness {
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.workers = 2;
         config.reload_debounce = Duration::from_millis(50);
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
         tweak(&mut config);
         let server = ServerThread::spawn(config).expect("the server starts");
         Harness {
@@ -88,6 +89,25 @@ impl Harness {
 
     fn client(&self) -> HttpsClient {
         HttpsClient::new(self.addr(), ca().ca_pem().as_bytes(), "localhost").unwrap()
+    }
+
+    /// `GET path` on the plain-HTTP monitoring listener.
+    fn monitoring_get(&self, path: &str) -> katalog_runtime::client::Response {
+        let addr = self.server.as_ref().unwrap().metrics_addr.unwrap();
+        let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            sock,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        read_response(&mut BufReader::new(sock)).unwrap()
+    }
+
+    /// The `/katalog` summary, from the monitoring listener.
+    fn summary(&self) -> Value {
+        self.monitoring_get("/katalog").json().unwrap()
     }
 
     fn stop(&mut self) {
@@ -161,7 +181,7 @@ fn converts_v1_and_v1beta1_reviews() {
         );
         assert_eq!(objs[1]["spec"]["concurrencyPolicy"], "AllowConcurrent");
     }
-    let stats = c.get("/katalog").unwrap().json().unwrap();
+    let stats = h.summary();
     assert_eq!(stats["ready"], true);
     assert_eq!(
         stats["stats"][0]["key"],
@@ -480,10 +500,10 @@ fn katalog_reload_good_is_served_bad_keeps_the_old() {
     // A broken change: the old one keeps serving, the error is reported.
     write_atomic(&path, &changed.replace("separator", "separtor"));
     wait_for("the reload failure to be reported", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
     assert_eq!(host(&mut c)["hostname"], "localhost");
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(
         err.contains("hostport.yaml:20:") && err.contains("unknown key `separtor`"),
@@ -524,9 +544,9 @@ fn katalog_reload_follows_its_crd() {
     assert_ne!(edited, HOSTPORT_CRD);
     write_atomic(&crd, &edited);
     wait_for("the CRD change to fail the reload", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(
         err.contains("hostport.yaml:20:") && err.contains("no such field `port` in v2"),
@@ -561,17 +581,16 @@ fn katalog_reload_follows_its_crd_in_another_directory() {
         Some(&scratch.path("katalog/hostport.yaml")),
         |c| c.reload_poll = Duration::from_secs(3600),
     );
-    let mut c = h.client();
     assert!(
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_null(),
+        h.summary()["lastReloadError"].is_null(),
         "the Katalog loads with its CRD"
     );
     let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
     write_atomic(&crd, &edited);
     wait_for("the CRD change to fail the reload", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(err.contains("no such field `port` in v2"), "{err}");
 }
@@ -1004,6 +1023,17 @@ fn slow_partial_bodies_do_not_starve_the_reviews() {
         raw.flush().unwrap();
         slow.push(raw);
     }
+    // Without a certificate, a body to an admission endpoint is not even
+    // waited for: 403 at once, and the connection closed.
+    let mut unread = anonymous.connect().unwrap();
+    write!(unread, "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"a\":").unwrap();
+    unread.flush().unwrap();
+    unread
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let r = read_response(&mut BufReader::new(&mut unread)).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
     // Time for the server to take them all into its handlers.
     std::thread::sleep(Duration::from_millis(500));
     let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
@@ -1047,6 +1077,119 @@ fn slow_partial_bodies_do_not_starve_the_reviews() {
         metrics.contains("katalog_request_bytes_in_flight 350"),
         "{metrics}"
     );
+}
+
+/// An AdmissionReview of `group/version/resource`, whatever that is.
+fn review_of(group: &str, version: &str, resource: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u1", "kind": {"group": group, "version": version, "kind": "Thing"},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "name": "t", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "mallory"},
+            "object": {"apiVersion": format!("{group}/{version}"), "kind": "Thing",
+                       "metadata": {"name": "t", "namespace": "default"}}
+        }
+    }))
+    .unwrap()
+}
+
+/// Issue 31 item 1: label values and stats keys come from the Katalog, so
+/// requests naming what it does not declare add no series and no entry.
+#[test]
+fn undeclared_resources_add_no_metric_series_and_no_stats_entries() {
+    let scratch = Scratch::new("undeclared");
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admission.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("undeclared", Some(&dir), |_| {});
+    let state = h.server.as_ref().unwrap().state.clone();
+    let mut c = h.client();
+    let undeclared_conversion = |i: usize| {
+        let mut object = crontab_object(i, "v1");
+        object["apiVersion"] = json!(format!("evil{i}.example.com/v{i}"));
+        object["kind"] = json!(format!("Kind{i}"));
+        conversion_review(
+            "apiextensions.k8s.io/v1",
+            &format!("evil{i}.example.com/w{i}"),
+            vec![object],
+        )
+    };
+    // A declared resource at versions it does not serve.
+    let undeclared_versions = |i: usize| {
+        let mut object = crontab_object(i, "v1");
+        object["apiVersion"] = json!(format!("stable.example.com/v{}", i + 10));
+        conversion_review(
+            "apiextensions.k8s.io/v1",
+            &format!("stable.example.com/x{i}"),
+            vec![object],
+        )
+    };
+    let undeclared_admission = |i: usize| {
+        review_of(
+            &format!("evil{i}.example.com"),
+            &format!("v{i}"),
+            &format!("things{i}"),
+        )
+    };
+    // Once of each, and the declared ones: every series there will be.
+    let declared = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v2",
+        vec![crontab_object(1, "v1")],
+    );
+    let pod = pod_review("docker.io/app");
+    let send = |c: &mut HttpsClient, path: &str, body: &[u8]| {
+        let r = c.post_json(path, body).unwrap();
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        r.json().unwrap()
+    };
+    send(&mut c, "/convert", &declared);
+    send(&mut c, "/validate", &pod);
+    send(&mut c, "/mutate", &pod);
+    let r = send(&mut c, "/convert", &undeclared_conversion(0));
+    assert_eq!(r["response"]["result"]["status"], "Failure");
+    send(&mut c, "/convert", &undeclared_versions(0));
+    send(&mut c, "/validate", &undeclared_admission(0));
+    send(&mut c, "/mutate", &undeclared_admission(0));
+    let series = |c: &mut HttpsClient| {
+        let text = c.get("/metrics").unwrap().text();
+        let lines = text.lines().filter(|l| !l.starts_with('#')).count();
+        (lines, text)
+    };
+    let (before, _) = series(&mut c);
+    let entries = state.stats.snapshot().len();
+    for i in 1..=1_000 {
+        match i % 4 {
+            0 => send(&mut c, "/convert", &undeclared_conversion(i)),
+            1 => send(&mut c, "/convert", &undeclared_versions(i)),
+            2 => send(&mut c, "/validate", &undeclared_admission(i)),
+            _ => send(&mut c, "/mutate", &undeclared_admission(i)),
+        };
+    }
+    let (after, text) = series(&mut c);
+    assert_eq!(after, before, "{text}");
+    assert_eq!(state.stats.snapshot().len(), entries);
+    assert!(!text.contains("evil"), "{text}");
+    for line in [
+        r#"katalog_undeclared_requests_total{review="conversion"} 251"#,
+        r#"katalog_undeclared_requests_total{review="admission"} 502"#,
+        r#"katalog_conversion_requests_total{group="other",kind="other",from="other",to="other",result="failure"} 251"#,
+        r#"katalog_conversion_requests_total{group="stable.example.com",kind="CronTab",from="other",to="other",result="failure"} 251"#,
+        r#"katalog_admission_requests_total{endpoint="validate",group="other",version="other",resource="other",result="allowed"} 251"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    // The stats keep no text the sender chose.
+    let stats = serde_json::to_string(&state.stats.snapshot()).unwrap();
+    assert!(!stats.contains("evil"), "{stats}");
 }
 
 /// Open `n` TCP connections that never send a ClientHello (each connect
@@ -1319,6 +1462,107 @@ fn with_a_client_ca_admission_is_served_only_to_clients_it_signed() {
             .post_json("/convert", &review)
             .is_err(),
         "a certificate of the replaced CA is refused"
+    );
+}
+
+/// Issue 31 item 6: `/katalog` (stats, last errors, the reload error) is
+/// not served on the webhook port to anyone who reaches it: only on the
+/// monitoring listener, or to clients with a certificate under --client-ca.
+#[test]
+fn the_summary_is_served_on_the_monitoring_listener_not_the_webhook_port() {
+    let h = Harness::start("summary-port", Some(&crontab()), |_| {});
+    let r = h.client().get("/katalog").unwrap();
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"],
+        "/katalog is served on the --metrics-listen listener, or here with --client-ca to clients with a certificate"
+    );
+    assert_eq!(h.summary()["ready"], true);
+    // With --client-ca: to clients with a certificate only.
+    let scratch = Scratch::new("summary-port-ca");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    let h = Harness::start("summary-port-mtls", Some(&crontab()), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+    });
+    assert_eq!(h.client().get("/katalog").unwrap().status, 403);
+    let (cert, key) = client_ca.issue_client("kube-apiserver").unwrap();
+    let mut trusted = h
+        .client()
+        .with_client_cert(cert.as_bytes(), key.as_bytes())
+        .unwrap();
+    let r = trusted.get("/katalog").unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json().unwrap()["ready"], true);
+}
+
+/// Issue 31 item 8: with `--client-name`, a certificate the client CA
+/// signed for another name fails its handshake, on every endpoint.
+#[test]
+fn with_client_names_only_the_pinned_names_are_served() {
+    let scratch = Scratch::new("mtls-names");
+    let client_ca = DevCa::generate().unwrap();
+    std::fs::write(scratch.path("client-ca.crt"), client_ca.ca_pem()).unwrap();
+    let dir = scratch.path("katalog");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(crontab(), dir.join("crontab.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("katalogs/crontab.crd.yaml"),
+        dir.join("crontab.crd.yaml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admission.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("mtls-names", Some(&dir), |c| {
+        c.client_ca = Some(scratch.path("client-ca.crt"));
+        c.client_names = vec!["kube-apiserver".into(), "apiserver.example.com".into()];
+    });
+    let review = conversion_review(
+        "apiextensions.k8s.io/v1",
+        "stable.example.com/v1",
+        vec![crontab_object(1, "v1beta1")],
+    );
+    let pod = pod_review("registry.internal/app:1");
+    let with = |cert: &str, key: &str| {
+        h.client()
+            .with_client_cert(cert.as_bytes(), key.as_bytes())
+            .unwrap()
+    };
+    // The pinned name, as the common name or as a DNS name.
+    for (cn, dns) in [
+        ("kube-apiserver", vec![]),
+        ("front-proxy", vec!["apiserver.example.com".to_string()]),
+    ] {
+        let (cert, key) = client_ca.issue_client_with_dns(cn, &dns).unwrap();
+        let mut pinned = with(&cert, &key);
+        for (path, body) in [("/validate", &pod), ("/convert", &review)] {
+            let r = pinned.post_json(path, body).unwrap();
+            assert_eq!(r.status, 200, "{cn} {dns:?} {path}: {}", r.text());
+        }
+    }
+    // Signed by the same CA for another name: refused at the handshake.
+    for (cn, dns) in [
+        ("mallory", vec![]),
+        (
+            "mallory",
+            vec!["kube-apiserver.evil.example.com".to_string()],
+        ),
+        ("kube-apiserver-2", vec![]),
+    ] {
+        let (cert, key) = client_ca.issue_client_with_dns(cn, &dns).unwrap();
+        for (path, body) in [("/validate", &pod), ("/convert", &review)] {
+            match with(&cert, &key).post_json(path, body) {
+                Ok(r) => panic!("{cn} {dns:?} was served {path} with {}", r.text()),
+                Err(e) => eprintln!("{cn} {dns:?} {path}: refused: {e}"),
+            }
+        }
+    }
+    // No certificate: as without names (conversion and probes only).
+    let mut anonymous = h.client();
+    assert_eq!(anonymous.post_json("/validate", &pod).unwrap().status, 403);
+    let mut anonymous = h.client();
+    assert_eq!(
+        anonymous.post_json("/convert", &review).unwrap().status,
+        200
     );
 }
 

@@ -589,6 +589,11 @@ pub fn compile(
     let mut ir = AdmissionIr {
         timeout_seconds: 10,
         exclude_engine_namespace: true,
+        sensitive: resources
+            .iter()
+            .filter(|r| !r.sensitive.is_empty())
+            .map(|r| (r.group.clone(), r.plural.clone(), r.sensitive.clone()))
+            .collect(),
         ..AdmissionIr::default()
     };
     let mut excluded: Option<Vec<String>> = None;

@@ -483,11 +483,34 @@ impl<'i> Activation<'i> {
     }
 }
 
+/// What a message prints instead of a sensitive value.
+pub const REDACTED: &str = "<redacted>";
+
+/// The paths of `input`'s object whose values messages do not print: a
+/// Secret's `data` and `stringData` (whatever the Katalog says), and the
+/// `sensitive:` paths of the declared resource it is.
+fn sensitive_paths(adm: &AdmissionIr, input: &AdmissionInput) -> Vec<Path> {
+    let mut out = Vec::new();
+    if input.group.is_empty() && input.resource == "secrets" {
+        out.extend(["data", "stringData"].map(|k| Path::root().child(k)));
+    }
+    for (group, plural, paths) in &adm.sensitive {
+        if *group == input.group && *plural == input.resource {
+            out.extend(paths.iter().cloned());
+        }
+    }
+    out
+}
+
 /// The CEL activation a rule runs with, and where it looks; `'e`: the
 /// object its `forEach` element is read from.
 #[derive(Clone)]
 struct Vars<'i, 'e> {
     activation: Rc<Activation<'i>>,
+    /// Paths of the request's object whose values no message prints: a
+    /// Secret's `data` and `stringData`, and a declared resource's
+    /// `sensitive:` paths.
+    sensitive: Rc<Vec<Path>>,
     /// Shown before every path in messages (the pod template, for autogen).
     shown_at: Path,
     /// Rule paths are relative to this (the element, in `forEach`).
@@ -512,10 +535,31 @@ impl<'i, 'e> Vars<'i, 'e> {
         }
         Vars {
             activation: Rc::new(activation),
+            sensitive: Rc::new(sensitive_paths(adm, input)),
             shown_at: Path::root(),
             base: Path::root(),
             element: None,
         }
+    }
+
+    /// A value found at `at` (below the subject) as a message prints it:
+    /// [`REDACTED`] at or below a sensitive path.
+    fn show_at(&self, at: &dyn Concrete, v: &Value) -> String {
+        if self.redacts(at) {
+            REDACTED.to_string()
+        } else {
+            show(v)
+        }
+    }
+
+    /// Whether the value at `at`, or any below it, is sensitive (a value
+    /// above a sensitive path contains it).
+    fn redacts(&self, at: &dyn Concrete) -> bool {
+        if self.sensitive.is_empty() {
+            return false;
+        }
+        let at = at.concrete();
+        self.sensitive.iter().any(|s| s.meets(&at))
     }
 
     fn eval(
@@ -840,7 +884,15 @@ fn check_paths(
                 if check.absent {
                     found.push(format!("{} must not be set", shown(at, p)));
                 }
-                found.extend(value_violations(check, &shown(at, p), v, vars, locals)?);
+                let redact = vars.redacts(p);
+                found.extend(value_violations(
+                    check,
+                    &shown(at, p),
+                    v,
+                    redact,
+                    vars,
+                    locals,
+                )?);
             }
         }
         per.push(found);
@@ -899,7 +951,7 @@ fn check_paths(
                     format!(
                         "{} repeats the value {} of {}",
                         shown(at, *p),
-                        show(v),
+                        vars.show_at(*p, v),
                         shown(at, *q)
                     ),
                 ));
@@ -918,7 +970,7 @@ fn check_paths(
                     format!(
                         "{} is immutable and may not be removed (was {})",
                         shown(at, &p),
-                        show(was)
+                        vars.show_at(&p, was)
                     ),
                 )),
                 Some(now) if !json_eq(now, was) => out.push((
@@ -926,8 +978,8 @@ fn check_paths(
                     format!(
                         "{} is immutable: it was {}, now {}",
                         shown(at, &p),
-                        show(was),
-                        show(now)
+                        vars.show_at(&p, was),
+                        vars.show_at(&p, now)
                     ),
                 )),
                 Some(_) => {}
@@ -1143,10 +1195,19 @@ fn value_violations(
     check: &CheckIr,
     at: &dyn std::fmt::Display,
     v: &Value,
+    redact: bool,
     vars: &Vars,
     locals: Option<&CelValue<'_>>,
 ) -> Result<Vec<String>, EvalError> {
     let mut out = Vec::new();
+    // The value found (never what the Katalog wants) may be sensitive.
+    let found = |x: &Value| {
+        if redact {
+            REDACTED.to_string()
+        } else {
+            show(x)
+        }
+    };
     if let Some(want) = &check.equals
         && !json_eq(v, want)
     {
@@ -1155,11 +1216,11 @@ fn value_violations(
                 "{at} must be {} ({}), found {} ({})",
                 show(want),
                 type_name(want),
-                show(v),
+                found(v),
                 type_name(v)
             ));
         } else {
-            out.push(format!("{at} must be {}, found {}", show(want), show(v)));
+            out.push(format!("{at} must be {}, found {}", show(want), found(v)));
         }
     }
     if let Some(list) = &check.in_
@@ -1173,14 +1234,14 @@ fn value_violations(
         };
         out.push(format!(
             "{at} is {}, not one of {}{types}",
-            show(v),
+            found(v),
             allowed.join(", ")
         ));
     }
     if let Some(list) = &check.not_in
         && list.iter().any(|x| json_eq(x, v))
     {
-        out.push(format!("{at} may not be {}", show(v)));
+        out.push(format!("{at} may not be {}", found(v)));
     }
     if check.minimum.is_some() || check.maximum.is_some() {
         match v.as_f64() {
@@ -1188,12 +1249,12 @@ fn value_violations(
                 if let Some(min) = check.minimum
                     && n < min
                 {
-                    out.push(format!("{at} must be at least {min}, found {}", show(v)));
+                    out.push(format!("{at} must be at least {min}, found {}", found(v)));
                 }
                 if let Some(max) = check.maximum
                     && n > max
                 {
-                    out.push(format!("{at} must be at most {max}, found {}", show(v)));
+                    out.push(format!("{at} must be at most {max}, found {}", found(v)));
                 }
             }
             None => out.push(format!("{at} must be a number, found {}", type_name(v))),
@@ -1236,17 +1297,17 @@ fn value_violations(
                         .as_str()
                         .trim_start_matches("^(?:")
                         .trim_end_matches(")$");
-                    out.push(format!("{at} = {} does not match /{shown}/", show(v)));
+                    out.push(format!("{at} = {} does not match /{shown}/", found(v)));
                 }
                 if let Some(pre) = &check.prefix
                     && !s.starts_with(pre.as_str())
                 {
-                    out.push(format!("{at} = {} must start with {pre:?}", show(v)));
+                    out.push(format!("{at} = {} must start with {pre:?}", found(v)));
                 }
                 if let Some(suf) = &check.suffix
                     && !s.ends_with(suf.as_str())
                 {
-                    out.push(format!("{at} = {} must end with {suf:?}", show(v)));
+                    out.push(format!("{at} = {} must end with {suf:?}", found(v)));
                 }
             }
             None => out.push(format!("{at} must be a string, found {}", type_name(v))),

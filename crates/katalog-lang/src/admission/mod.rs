@@ -43,6 +43,8 @@ pub struct AdmissionIr {
     pub validations: Vec<ValidationIr>,
     pub mutations: Vec<MutationIr>,
     pub security: SecurityIr,
+    /// Per declared resource (`group`, `plural`), its `sensitive:` paths.
+    pub sensitive: Vec<(String, String, Vec<Path>)>,
     /// Located warnings (severity [`crate::error::Severity::Warning`]): the
     /// Katalog compiles, but something in it looks wrong.
     pub warnings: Vec<crate::Diagnostic>,
