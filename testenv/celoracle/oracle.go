@@ -2,6 +2,9 @@
 // ValidatingAdmissionPolicy gets from k8s.io/apiserver (the version pinned in
 // go.mod), so that katalog's answers can be compared with the apiserver's.
 //
+// With --math-and-base64, cel-go's math and encoders extensions are added
+// (katalog has them, the apiserver does not).
+//
 // Input, on stdin, one JSON object a line:
 //
 //	{"expr": "object.spec.replicas > 1", "bindings": {"object": {...}}}
@@ -38,6 +41,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/ext"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
@@ -67,9 +71,17 @@ type compiled struct {
 // default compatibility version (what the apiserver uses for new
 // expressions), extended with the VAP variables and the JSON Patch library
 // (a mutating policy's, as katalog's mutations use it).
-func NewOracle() (*Oracle, error) {
+//
+// With extensions, cel-go's math and base64 (encoders) extensions are added:
+// katalog has them (kube-cel registers them), Kubernetes does not; the
+// differential test compares with this environment what the apiserver's
+// refuses.
+func NewOracle(extensions bool) (*Oracle, error) {
 	ver := environment.DefaultCompatibilityVersion()
 	opts := []cel.EnvOption{}
+	if extensions {
+		opts = append(opts, ext.Math(), ext.Encoders())
+	}
 	for _, name := range variables {
 		opts = append(opts, cel.Variable(name, cel.DynType))
 	}
@@ -290,7 +302,8 @@ func writeString(buf *bytes.Buffer, s string) {
 }
 
 func main() {
-	oracle, err := NewOracle()
+	extensions := len(os.Args) == 2 && os.Args[1] == "--math-and-base64"
+	oracle, err := NewOracle(extensions)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celoracle:", err)
 		os.Exit(1)
