@@ -5,6 +5,10 @@
 // With --math-and-base64, cel-go's math and encoders extensions are added
 // (katalog has them, the apiserver does not).
 //
+// With --tables DIR, it prints the expressions of the library test tables
+// in DIR (k8s.io/apiserver/pkg/cel/library/*_test.go) with its answers
+// instead: testenv/celoracle/tables.sh writes testdata/cel/library-cases.jsonl.
+//
 // Input, on stdin, one JSON object a line:
 //
 //	{"expr": "object.spec.replicas > 1", "bindings": {"object": {...}}}
@@ -307,6 +311,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celoracle:", err)
 		os.Exit(1)
+	}
+	if len(os.Args) == 3 && os.Args[1] == "--tables" {
+		if err := PrintTables(oracle, os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "celoracle:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if len(os.Args) == 2 && os.Args[1] == "--version" {
 		fmt.Printf("k8s.io/apiserver %s, CEL compatibility version %s\n", apiserverVersion, oracle.version)

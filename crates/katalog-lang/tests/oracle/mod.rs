@@ -46,7 +46,11 @@ impl Answer {
 
     pub fn from_json(v: &Value) -> Answer {
         match v.get("error") {
-            Some(e) => Answer::Error(e.as_str().unwrap_or_default().to_owned()),
+            Some(e) => Answer::Error(format!(
+                "{} ({})",
+                e.as_str().unwrap_or_default(),
+                v["stage"].as_str().unwrap_or_default()
+            )),
             None => Answer::Value(v.get("value").cloned().unwrap_or(Value::Null)),
         }
     }
