@@ -22,10 +22,11 @@
 //! * `==`, `!=` and `in` compare numbers across `int`, `uint` and `double`
 //!   (`1 == 1.0`), which cel 0.13 treats as unequal.
 //! * `dyn(x)` is accepted (identity). `type(x)` is not available.
+//! * `size()` of a string counts code points, as cel-go does (cel 0.13
+//!   counts UTF-8 bytes).
 //!
 //! Known cel 0.13 quirks that remain: selecting a field of a non-map value
-//! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; `size()` of a
-//! string counts UTF-8 bytes, not code points; in release builds, `-x` on
+//! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; in release builds, `-x` on
 //! `int` minimum and kube-cel's `sum()` overflow silently wrap (debug builds
 //! panic, which surfaces as an evaluation error).
 //!
@@ -1859,9 +1860,23 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function(NE_FUNCTION, heterogeneous_ne);
         ctx.add_function(IN_FUNCTION, heterogeneous_in);
         ctx.add_function("dyn", dyn_identity);
+        ctx.add_function("size", code_point_size);
         ctx
     });
     &BASE
+}
+
+/// `size(x)` and `x.size()` as cel's built-in, but a string's size is its
+/// number of code points, as in cel-go (cel 0.13 counts UTF-8 bytes).
+fn code_point_size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64, ExecutionError> {
+    let size = match this {
+        Value::String(s) => s.chars().count(),
+        Value::List(l) => l.len(),
+        Value::Map(m) => m.map.len(),
+        Value::Bytes(b) => b.len(),
+        value => return Err(ftx.error(format!("cannot determine the size of {value:?}"))),
+    };
+    i64::try_from(size).map_err(|_| ftx.error("size out of range"))
 }
 
 /// `<string>.matches(<string>) -> bool` and `matches(<string>, <string>)`:
@@ -2246,6 +2261,28 @@ mod tests {
         eval(expr, &[])
     }
 
+    /// `size()` of a string counts code points, as in cel-go (`size(self) <=
+    /// 63` rules on non-ASCII names), on both evaluators.
+    #[test]
+    fn size_of_a_string_counts_code_points() {
+        let name = json!("πέντε-😀");
+        let vars = [("self", &name)];
+        for expr in [
+            "size(self)",
+            "self.size()",
+            "size('πέντε-😀')",
+            "size(b'\\xff\\x00')",
+        ] {
+            let want = if expr.contains("b'") { 2 } else { 7 };
+            assert_eq!(eval(expr, &vars), json!(want), "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval(expr, &vars)),
+                json!(want),
+                "{expr}, interpreter"
+            );
+        }
+    }
+
     fn eval_err(expr: &str, vars: &[(&str, &Json)]) -> String {
         match CelProgram::compile(expr)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -2413,8 +2450,8 @@ mod tests {
         );
         assert_eq!(
             eval0("size('héllo')"),
-            json!(6),
-            "cel 0.13 size() counts bytes"
+            json!(5),
+            "size() counts code points, as cel-go"
         );
     }
 

@@ -28,7 +28,7 @@
 //!   interpreter's on every expression of the example Katalogs.
 //!
 //! Semantics follow the interpreter as configured in the parent module,
-//! quirks included: `size()` of a string counts UTF-8 bytes; `==`, `!=` and
+//! quirks included: `size()` of a string counts code points; `==`, `!=` and
 //! `in` compare numbers across `int`, `uint` and `double`; map results come
 //! back with their keys sorted. One deliberate difference: a comprehension
 //! over a map (`annotations.filter(k, ...)`) visits the keys in their JSON
@@ -1059,7 +1059,8 @@ fn contains(element: &V<'_>, container: &V<'_>) -> Option<bool> {
 
 fn size<'a>(value: &V<'_>) -> Option<V<'a>> {
     let n = match value {
-        V::Str(s) => s.len(),
+        // Code points, as cel-go (and `code_point_size` in the interpreter).
+        V::Str(s) => s.chars().count(),
         other => match other.as_list() {
             Some(list) => list.len(),
             None => other.map_len()?,
