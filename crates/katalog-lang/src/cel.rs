@@ -1861,6 +1861,7 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function(IN_FUNCTION, heterogeneous_in);
         ctx.add_function("dyn", dyn_identity);
         ctx.add_function("size", code_point_size);
+        ctx.add_function("string", string_like_cel_go);
         ctx
     });
     &BASE
@@ -1877,6 +1878,55 @@ fn code_point_size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64
         value => return Err(ftx.error(format!("cannot determine the size of {value:?}"))),
     };
     i64::try_from(size).map_err(|_| ftx.error("size out of range"))
+}
+
+/// `string(x)` as kube-cel's, and also of a bool (`'true'`), with a
+/// double printed as cel-go prints it (see [`go_double_string`]).
+fn string_like_cel_go(This(this): This<Value>) -> Result<Value, ExecutionError> {
+    match this {
+        Value::Bool(b) => Ok(Value::String(Arc::new(b.to_string()))),
+        Value::Float(f) => Ok(Value::String(Arc::new(go_double_string(f)))),
+        other => kube_string(other),
+    }
+}
+
+/// kube-cel's own `string(x)` (strings, numbers, bytes, timestamps,
+/// durations, and its IP and CIDR values), which the registration above
+/// replaces: cel registers functions by name only, so it is reached through
+/// a context of its own.
+fn kube_string(value: Value) -> Result<Value, ExecutionError> {
+    static KUBE: LazyLock<(Context<'static>, kube_cel::cel::Program)> = LazyLock::new(|| {
+        let mut ctx = Context::default();
+        ctx.register_all();
+        let program = kube_cel::cel::Program::compile("string(x)").expect("parses");
+        (ctx, program)
+    });
+    let mut ctx = KUBE.0.new_inner_scope();
+    ctx.add_variable_from_value("x", value);
+    KUBE.1.execute(&ctx)
+}
+
+/// A double as Go's `strconv.FormatFloat(f, 'g', -1, 64)` prints it, which
+/// cel-go's `string()` uses: the shortest digits that read back as `f`, in
+/// exponent form when the decimal exponent is below -4 or 6 and above
+/// (`1e-10`, `1e+06`, `9.223372036854776e+18`), else in plain decimal
+/// (`100000`, `0.0001`, `1.5`).
+fn go_double_string(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    // Rust's `{:e}` gives the same shortest digits: `d.ddde[-]x`.
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("an exponent");
+    let exp: i32 = exp.parse().expect("an integer exponent");
+    if (-4..6).contains(&exp) {
+        return format!("{f}");
+    }
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
 }
 
 /// `<string>.matches(<string>) -> bool` and `matches(<string>, <string>)`:
@@ -2277,6 +2327,43 @@ mod tests {
             assert_eq!(eval(expr, &vars), json!(want), "{expr}");
             assert_eq!(
                 interpreter_only(|| eval(expr, &vars)),
+                json!(want),
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `string()` takes a bool and prints a double as cel-go does (Go's
+    /// shortest form, `%e` style from 1e21 and below 1e-4), and still
+    /// prints the Kubernetes values (IP, CIDR) and the other types.
+    #[test]
+    fn string_takes_bools_and_prints_doubles_as_cel_go() {
+        let cases = [
+            ("string(true)", "true"),
+            ("string(1 > 2)", "false"),
+            ("string(1e308)", "1e+308"),
+            ("string(1e-10)", "1e-10"),
+            (
+                "string(double(9223372036854775807))",
+                "9.223372036854776e+18",
+            ),
+            ("string(1000000.0)", "1e+06"),
+            ("string(100000.0)", "100000"),
+            ("string(1.5)", "1.5"),
+            ("string(0.0001)", "0.0001"),
+            ("string(-2.25)", "-2.25"),
+            ("string(-0.0)", "-0"),
+            ("string(42)", "42"),
+            ("string(18446744073709551615u)", "18446744073709551615"),
+            ("string(b'abc')", "abc"),
+            ("string(ip('10.0.0.1'))", "10.0.0.1"),
+            ("string(cidr('10.0.0.0/8'))", "10.0.0.0/8"),
+            ("string('x')", "x"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval0(expr), json!(want), "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
                 json!(want),
                 "{expr}, interpreter"
             );
