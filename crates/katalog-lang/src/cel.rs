@@ -65,7 +65,7 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
-use kube_cel::cel::extractors::This;
+use kube_cel::cel::extractors::{Arguments, This};
 use kube_cel::cel::objects::{Key, KeyRef, Map, OptionalValue};
 use kube_cel::cel::parser::Parser;
 use kube_cel::cel::{Context, ExecutionError, FunctionContext, IdedExpr, Value};
@@ -1862,6 +1862,7 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("dyn", dyn_identity);
         ctx.add_function("size", code_point_size);
         ctx.add_function("string", string_like_cel_go);
+        ctx.add_function("split", split_like_cel_go);
         ctx
     });
     &BASE
@@ -1878,6 +1879,54 @@ fn code_point_size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64
         value => return Err(ftx.error(format!("cannot determine the size of {value:?}"))),
     };
     i64::try_from(size).map_err(|_| ftx.error("size out of range"))
+}
+
+/// `<string>.split(<string>[, <int>])` as Go's `strings.SplitN` in cel-go:
+/// at most `n` parts (all when `n` is negative or absent, none when 0), and
+/// an empty separator splits into code points (`''.split('')` is `[]`),
+/// where kube-cel's (Rust's `str::split`) adds an empty part at each end.
+fn split_like_cel_go(
+    This(this): This<Arc<String>>,
+    Arguments(args): Arguments,
+) -> Result<Value, ExecutionError> {
+    let fail = |msg: &str| Err(ExecutionError::function_error("split", msg));
+    let Some(Value::String(separator)) = args.first() else {
+        return fail("expected a string separator");
+    };
+    let limit = match args.get(1) {
+        None => usize::MAX,
+        Some(Value::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+        Some(_) => return fail("expected an int limit"),
+    };
+    let parts = split_n(&this, separator, limit);
+    Ok(Value::List(Arc::new(
+        parts
+            .into_iter()
+            .map(|p| Value::String(Arc::new(p.to_owned())))
+            .collect(),
+    )))
+}
+
+/// Go's `strings.SplitN(text, separator, limit)`, `usize::MAX` for all.
+fn split_n<'t>(text: &'t str, separator: &str, limit: usize) -> Vec<&'t str> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    if !separator.is_empty() {
+        return text.splitn(limit, separator).collect();
+    }
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        if parts.len() + 1 == limit {
+            parts.push(rest);
+            break;
+        }
+        let first = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        parts.push(&rest[..first]);
+        rest = &rest[first..];
+    }
+    parts
 }
 
 /// `string(x)` as kube-cel's, and also of a bool (`'true'`), with a
@@ -2365,6 +2414,31 @@ mod tests {
             assert_eq!(
                 interpreter_only(|| eval0(expr)),
                 json!(want),
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `split` by an empty separator gives the code points, as Go's
+    /// strings.SplitN in cel-go (`''.split('')` is `[]`), on both evaluators.
+    #[test]
+    fn split_by_an_empty_separator_gives_the_characters() {
+        let cases = [
+            ("'-7'.split('')", json!(["-", "7"])),
+            ("'πέ😀'.split('')", json!(["π", "έ", "😀"])),
+            ("''.split('')", json!([])),
+            ("''.split('x')", json!([""])),
+            ("'abc'.split('', 2)", json!(["a", "bc"])),
+            ("'abc'.split('', 0)", json!([])),
+            ("'abc'.split('', -1)", json!(["a", "b", "c"])),
+            ("'a,b,,c'.split(',')", json!(["a", "b", "", "c"])),
+            ("'a,b,,c'.split(',', 2)", json!(["a", "b,,c"])),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval0(expr), want, "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
+                want,
                 "{expr}, interpreter"
             );
         }

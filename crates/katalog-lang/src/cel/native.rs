@@ -781,8 +781,11 @@ fn call_function<'a>(func: Func, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
         }
         (Func::Split, Some(V::Str(this))) => {
             let separator = arg()?;
+            // An empty separator (characters, as in cel-go) and a limit are
+            // the interpreter's (`split_like_cel_go`).
+            let separator = separator.as_str().filter(|s| !s.is_empty())?;
             let parts = this
-                .split(separator.as_str()?)
+                .split(separator)
                 .map(|part| V::Str(Cow::Owned(part.to_owned())))
                 .collect();
             Some(V::List(Rc::new(parts)))
