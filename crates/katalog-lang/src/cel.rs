@@ -1933,6 +1933,9 @@ fn split_n<'t>(text: &'t str, separator: &str, limit: usize) -> Vec<&'t str> {
 /// double printed as cel-go prints it (see [`go_double_string`]).
 fn string_like_cel_go(This(this): This<Value>) -> Result<Value, ExecutionError> {
     match this {
+        Value::String(_) => Ok(this),
+        Value::Int(i) => Ok(Value::String(Arc::new(i.to_string()))),
+        Value::UInt(u) => Ok(Value::String(Arc::new(u.to_string()))),
         Value::Bool(b) => Ok(Value::String(Arc::new(b.to_string()))),
         Value::Float(f) => Ok(Value::String(Arc::new(go_double_string(f)))),
         other => kube_string(other),
