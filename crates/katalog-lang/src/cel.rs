@@ -1863,6 +1863,7 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("size", code_point_size);
         ctx.add_function("string", string_like_cel_go);
         ctx.add_function("split", split_like_cel_go);
+        ctx.add_function("lists.range", lists_range);
         ctx
     });
     &BASE
@@ -1879,6 +1880,14 @@ fn code_point_size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64
         value => return Err(ftx.error(format!("cannot determine the size of {value:?}"))),
     };
     i64::try_from(size).map_err(|_| ftx.error("size out of range"))
+}
+
+/// `lists.range(n)`: `[0, 1, ..., n - 1]`, and `[]` for a negative `n` as
+/// in cel-go (kube-cel fails there).
+fn lists_range(n: i64) -> Result<Value, ExecutionError> {
+    Ok(Value::List(Arc::new(
+        (0..n.max(0)).map(Value::Int).collect(),
+    )))
 }
 
 /// `<string>.split(<string>[, <int>])` as Go's `strings.SplitN` in cel-go:
@@ -2438,6 +2447,22 @@ mod tests {
             ("'a,b,,c'.split(',', 2)", json!(["a", "b,,c"])),
         ];
         for (expr, want) in cases {
+            assert_eq!(eval0(expr), want, "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
+                want,
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `lists.range(n)` with a negative `n` is `[]`, as in cel-go.
+    #[test]
+    fn lists_range_of_a_negative_number_is_empty() {
+        for (expr, want) in [
+            ("lists.range(-1)", json!([])),
+            ("lists.range(3)", json!([0, 1, 2])),
+        ] {
             assert_eq!(eval0(expr), want, "{expr}");
             assert_eq!(
                 interpreter_only(|| eval0(expr)),
