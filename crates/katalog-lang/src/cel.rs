@@ -23,7 +23,10 @@
 //!   (`1 == 1.0`), which cel 0.13 treats as unequal.
 //! * `dyn(x)` is accepted (identity). `type(x)` is not available.
 //! * `size()` of a string counts code points, as cel-go does (cel 0.13
-//!   counts UTF-8 bytes).
+//!   counts UTF-8 bytes); `string()` takes a bool and prints a double in
+//!   Go's shortest form (`1e+308`); `split('')` gives the characters;
+//!   `lists.range(-1)` is `[]`. These were found by the differential test
+//!   against cel-go (`tests/cel_oracle.rs`, docs/cel.md).
 //!
 //! Known cel 0.13 quirks that remain: selecting a field of a non-map value
 //! (`'abc'.x`, `(1).x`) evaluates to `false` instead of failing; in release builds, `-x` on
