@@ -29,13 +29,16 @@
 //!   where cel 0.13 and kube-cel answered (`null.contains('*')` was
 //!   `false`, `null.max()` was `null`): `contains` is replaced, and the
 //!   calls of `STRICT` are checked before they run.
-//!
 //! * `x.f` on a value that is not a map (`null.f`, `'abc'.f`) fails, as in
 //!   cel-go, where cel 0.13 evaluates it to `false` (see `prepare`).
+//! * `size()` of a string counts code points, as cel-go does (cel 0.13
+//!   counts UTF-8 bytes); `string()` takes a bool and prints a double in
+//!   Go's shortest form (`1e+308`); `split('')` gives the characters;
+//!   `lists.range(-1)` is `[]`. These were found by the differential test
+//!   against cel-go (`tests/cel_oracle.rs`, docs/cel.md).
 //!
 //! Known cel 0.13 quirks that remain: `has(x.f)` on a value that is not a
-//! map (`has(null.f)`) evaluates to `false` instead of failing; `size()` of a
-//! string counts UTF-8 bytes, not code points; in release builds, `-x` on
+//! map (`has(null.f)`) evaluates to `false` instead of failing; in release builds, `-x` on
 //! `int` minimum and kube-cel's `sum()` overflow silently wrap (debug builds
 //! panic, which surfaces as an evaluation error).
 //!
@@ -76,7 +79,7 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, operators};
-use kube_cel::cel::extractors::This;
+use kube_cel::cel::extractors::{Arguments, This};
 use kube_cel::cel::objects::{Key, KeyRef, Map, OptionalValue};
 use kube_cel::cel::parser::Parser;
 use kube_cel::cel::{Context, ExecutionError, FunctionContext, IdedExpr, Value};
@@ -2344,6 +2347,10 @@ fn base_context() -> &'static Context<'static> {
         for (name, accepts) in STRICT {
             ctx.add_function(name, strict(name, accepts));
         }
+        ctx.add_function("size", code_point_size);
+        ctx.add_function("string", string_like_cel_go);
+        ctx.add_function("split", split_like_cel_go);
+        ctx.add_function("lists.range", lists_range);
         ctx
     });
     &BASE
@@ -2487,6 +2494,127 @@ fn no_overload(ftx: &FunctionContext, this: Option<&Value>, args: &[Value]) -> E
         None => format!("{}({args})", ftx.name),
     };
     ftx.error(format!("no such overload: {call}"))
+}
+
+/// `size(x)` and `x.size()` as cel's built-in, but a string's size is its
+/// number of code points, as in cel-go (cel 0.13 counts UTF-8 bytes).
+fn code_point_size(ftx: &FunctionContext, This(this): This<Value>) -> Result<i64, ExecutionError> {
+    let size = match this {
+        Value::String(s) => s.chars().count(),
+        Value::List(l) => l.len(),
+        Value::Map(m) => m.map.len(),
+        Value::Bytes(b) => b.len(),
+        value => return Err(ftx.error(format!("cannot determine the size of {value:?}"))),
+    };
+    i64::try_from(size).map_err(|_| ftx.error("size out of range"))
+}
+
+/// `lists.range(n)`: `[0, 1, ..., n - 1]`, and `[]` for a negative `n` as
+/// in cel-go (kube-cel fails there).
+fn lists_range(n: i64) -> Result<Value, ExecutionError> {
+    Ok(Value::List(Arc::new(
+        (0..n.max(0)).map(Value::Int).collect(),
+    )))
+}
+
+/// `<string>.split(<string>[, <int>])` as Go's `strings.SplitN` in cel-go:
+/// at most `n` parts (all when `n` is negative or absent, none when 0), and
+/// an empty separator splits into code points (`''.split('')` is `[]`),
+/// where kube-cel's (Rust's `str::split`) adds an empty part at each end.
+fn split_like_cel_go(
+    This(this): This<Arc<String>>,
+    Arguments(args): Arguments,
+) -> Result<Value, ExecutionError> {
+    let fail = |msg: &str| Err(ExecutionError::function_error("split", msg));
+    let Some(Value::String(separator)) = args.first() else {
+        return fail("expected a string separator");
+    };
+    let limit = match args.get(1) {
+        None => usize::MAX,
+        Some(Value::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+        Some(_) => return fail("expected an int limit"),
+    };
+    let parts = split_n(&this, separator, limit);
+    Ok(Value::List(Arc::new(
+        parts
+            .into_iter()
+            .map(|p| Value::String(Arc::new(p.to_owned())))
+            .collect(),
+    )))
+}
+
+/// Go's `strings.SplitN(text, separator, limit)`, `usize::MAX` for all.
+fn split_n<'t>(text: &'t str, separator: &str, limit: usize) -> Vec<&'t str> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    if !separator.is_empty() {
+        return text.splitn(limit, separator).collect();
+    }
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        if parts.len() + 1 == limit {
+            parts.push(rest);
+            break;
+        }
+        let first = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        parts.push(&rest[..first]);
+        rest = &rest[first..];
+    }
+    parts
+}
+
+/// `string(x)` as kube-cel's, and also of a bool (`'true'`), with a
+/// double printed as cel-go prints it (see [`go_double_string`]).
+fn string_like_cel_go(This(this): This<Value>) -> Result<Value, ExecutionError> {
+    match this {
+        Value::String(_) => Ok(this),
+        Value::Int(i) => Ok(Value::String(Arc::new(i.to_string()))),
+        Value::UInt(u) => Ok(Value::String(Arc::new(u.to_string()))),
+        Value::Bool(b) => Ok(Value::String(Arc::new(b.to_string()))),
+        Value::Float(f) => Ok(Value::String(Arc::new(go_double_string(f)))),
+        other => kube_string(other),
+    }
+}
+
+/// kube-cel's own `string(x)` (strings, numbers, bytes, timestamps,
+/// durations, and its IP and CIDR values), which the registration above
+/// replaces: cel registers functions by name only, so it is reached through
+/// a context of its own.
+fn kube_string(value: Value) -> Result<Value, ExecutionError> {
+    static KUBE: LazyLock<(Context<'static>, kube_cel::cel::Program)> = LazyLock::new(|| {
+        let mut ctx = Context::default();
+        ctx.register_all();
+        let program = kube_cel::cel::Program::compile("string(x)").expect("parses");
+        (ctx, program)
+    });
+    let mut ctx = KUBE.0.new_inner_scope();
+    ctx.add_variable_from_value("x", value);
+    KUBE.1.execute(&ctx)
+}
+
+/// A double as Go's `strconv.FormatFloat(f, 'g', -1, 64)` prints it, which
+/// cel-go's `string()` uses: the shortest digits that read back as `f`, in
+/// exponent form when the decimal exponent is below -4 or 6 and above
+/// (`1e-10`, `1e+06`, `9.223372036854776e+18`), else in plain decimal
+/// (`100000`, `0.0001`, `1.5`).
+fn go_double_string(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    // Rust's `{:e}` gives the same shortest digits: `d.ddde[-]x`.
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("an exponent");
+    let exp: i32 = exp.parse().expect("an integer exponent");
+    if (-4..6).contains(&exp) {
+        return format!("{f}");
+    }
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
 }
 
 /// `<string>.matches(<string>) -> bool` and `matches(<string>, <string>)`:
@@ -2965,6 +3093,106 @@ mod tests {
         eval(expr, &[])
     }
 
+    /// `size()` of a string counts code points, as in cel-go (`size(self) <=
+    /// 63` rules on non-ASCII names), on both evaluators.
+    #[test]
+    fn size_of_a_string_counts_code_points() {
+        let name = json!("πέντε-😀");
+        let vars = [("self", &name)];
+        for expr in [
+            "size(self)",
+            "self.size()",
+            "size('πέντε-😀')",
+            "size(b'\\xff\\x00')",
+        ] {
+            let want = if expr.contains("b'") { 2 } else { 7 };
+            assert_eq!(eval(expr, &vars), json!(want), "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval(expr, &vars)),
+                json!(want),
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `string()` takes a bool and prints a double as cel-go does (Go's
+    /// shortest form, `%e` style from 1e21 and below 1e-4), and still
+    /// prints the Kubernetes values (IP, CIDR) and the other types.
+    #[test]
+    fn string_takes_bools_and_prints_doubles_as_cel_go() {
+        let cases = [
+            ("string(true)", "true"),
+            ("string(1 > 2)", "false"),
+            ("string(1e308)", "1e+308"),
+            ("string(1e-10)", "1e-10"),
+            (
+                "string(double(9223372036854775807))",
+                "9.223372036854776e+18",
+            ),
+            ("string(1000000.0)", "1e+06"),
+            ("string(100000.0)", "100000"),
+            ("string(1.5)", "1.5"),
+            ("string(0.0001)", "0.0001"),
+            ("string(-2.25)", "-2.25"),
+            ("string(-0.0)", "-0"),
+            ("string(42)", "42"),
+            ("string(18446744073709551615u)", "18446744073709551615"),
+            ("string(b'abc')", "abc"),
+            ("string(ip('10.0.0.1'))", "10.0.0.1"),
+            ("string(cidr('10.0.0.0/8'))", "10.0.0.0/8"),
+            ("string('x')", "x"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval0(expr), json!(want), "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
+                json!(want),
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `split` by an empty separator gives the code points, as Go's
+    /// strings.SplitN in cel-go (`''.split('')` is `[]`), on both evaluators.
+    #[test]
+    fn split_by_an_empty_separator_gives_the_characters() {
+        let cases = [
+            ("'-7'.split('')", json!(["-", "7"])),
+            ("'πέ😀'.split('')", json!(["π", "έ", "😀"])),
+            ("''.split('')", json!([])),
+            ("''.split('x')", json!([""])),
+            ("'abc'.split('', 2)", json!(["a", "bc"])),
+            ("'abc'.split('', 0)", json!([])),
+            ("'abc'.split('', -1)", json!(["a", "b", "c"])),
+            ("'a,b,,c'.split(',')", json!(["a", "b", "", "c"])),
+            ("'a,b,,c'.split(',', 2)", json!(["a", "b,,c"])),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval0(expr), want, "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
+                want,
+                "{expr}, interpreter"
+            );
+        }
+    }
+
+    /// `lists.range(n)` with a negative `n` is `[]`, as in cel-go.
+    #[test]
+    fn lists_range_of_a_negative_number_is_empty() {
+        for (expr, want) in [
+            ("lists.range(-1)", json!([])),
+            ("lists.range(3)", json!([0, 1, 2])),
+        ] {
+            assert_eq!(eval0(expr), want, "{expr}");
+            assert_eq!(
+                interpreter_only(|| eval0(expr)),
+                want,
+                "{expr}, interpreter"
+            );
+        }
+    }
+
     fn eval_err(expr: &str, vars: &[(&str, &Json)]) -> String {
         match CelProgram::compile(expr)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -3132,8 +3360,8 @@ mod tests {
         );
         assert_eq!(
             eval0("size('héllo')"),
-            json!(6),
-            "cel 0.13 size() counts bytes"
+            json!(5),
+            "size() counts code points, as cel-go"
         );
     }
 

@@ -28,7 +28,7 @@
 //!   interpreter's on every expression of the example Katalogs.
 //!
 //! Semantics follow the interpreter as configured in the parent module,
-//! quirks included: `size()` of a string counts UTF-8 bytes; `==`, `!=` and
+//! quirks included: `size()` of a string counts code points; `==`, `!=` and
 //! `in` compare numbers across `int`, `uint` and `double`; map results come
 //! back with their keys sorted. One deliberate difference: a comprehension
 //! over a map (`annotations.filter(k, ...)`) visits the keys in their JSON
@@ -783,8 +783,11 @@ fn call_function<'a>(func: Func, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
         }
         (Func::Split, Some(V::Str(this))) => {
             let separator = arg()?;
+            // An empty separator (characters, as in cel-go) and a limit are
+            // the interpreter's (`split_like_cel_go`).
+            let separator = separator.as_str().filter(|s| !s.is_empty())?;
             let parts = this
-                .split(separator.as_str()?)
+                .split(separator)
                 .map(|part| V::Str(Cow::Owned(part.to_owned())))
                 .collect();
             Some(V::List(Rc::new(parts)))
@@ -1061,7 +1064,8 @@ fn contains(element: &V<'_>, container: &V<'_>) -> Option<bool> {
 
 fn size<'a>(value: &V<'_>) -> Option<V<'a>> {
     let n = match value {
-        V::Str(s) => s.len(),
+        // Code points, as cel-go (and `code_point_size` in the interpreter).
+        V::Str(s) => s.chars().count(),
         other => match other.as_list() {
             Some(list) => list.len(),
             None => other.map_len()?,
