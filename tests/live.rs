@@ -60,7 +60,7 @@ fn check_and_analyze_read_the_crds_of_a_live_cluster() {
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "{bad}:20:43: error: no such field `spec.cronSpek` in v1beta1\n"
+            "{bad}:20:50: error: no such field `spec.cronSpek` in v1beta1\n"
         )),
         "{err}"
     );

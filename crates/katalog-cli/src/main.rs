@@ -2444,7 +2444,8 @@ mod tests {
                 &mut helps,
             );
             for help in &helps {
-                for line in help.lines() {
+                // clap wraps the text it lays out, not the usage line.
+                for line in help.lines().filter(|l| !l.starts_with("Usage:")) {
                     // A single word longer than the width stays whole.
                     assert!(
                         line.chars().count() <= width || !line.trim().contains(' '),

@@ -597,19 +597,19 @@ fn katalog_reload_follows_its_crd_in_another_directory() {
 
 #[test]
 fn katalog_reload_follows_a_crd_directory() {
-    // `crd: ../crds` names a directory that holds CRD manifests only (it
+    // `crd: crds` names a directory that holds CRD manifests only (it
     // was refused: "holds CRD manifests but no Katalog"); no poll within
     // the test, so the watch on that directory must see the edit.
     let scratch = Scratch::new("reload-crd-dir");
     std::fs::create_dir_all(scratch.path("katalog")).unwrap();
-    std::fs::create_dir_all(scratch.path("crds")).unwrap();
-    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: ../crds");
+    std::fs::create_dir_all(scratch.path("katalog/crds")).unwrap();
+    let katalog = HOSTPORT_V1.replace("crd: hostport.crd.yaml", "crd: crds");
     assert_ne!(katalog, HOSTPORT_V1);
     std::fs::write(scratch.path("katalog/hostport.yaml"), katalog).unwrap();
-    let crd = scratch.path("crds/hostport.crd.yaml");
+    let crd = scratch.path("katalog/crds/hostport.crd.yaml");
     std::fs::write(&crd, HOSTPORT_CRD).unwrap();
     std::fs::write(
-        scratch.path("crds/crontab.crd.yaml"),
+        scratch.path("katalog/crds/crontab.crd.yaml"),
         include_str!("../../../katalogs/crontab.crd.yaml"),
     )
     .unwrap();
@@ -619,7 +619,7 @@ fn katalog_reload_follows_a_crd_directory() {
         |c| c.reload_poll = Duration::from_secs(3600),
     );
     let mut c = h.client();
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     assert!(
         summary["lastReloadError"].is_null(),
         "the Katalog loads with its CRD directory: {summary}"
@@ -636,16 +636,25 @@ fn katalog_reload_follows_a_crd_directory() {
     let edited = HOSTPORT_CRD.replace("port: {type: string}", "portNumber: {type: string}");
     write_atomic(&crd, &edited);
     wait_for("the CRD change to fail the reload", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_string()
+        h.summary()["lastReloadError"].is_string()
     });
-    let summary = c.get("/katalog").unwrap().json().unwrap();
+    let summary = h.summary();
     let err = summary["lastReloadError"].as_str().unwrap();
     assert!(err.contains("no such field `port` in v2"), "{err}");
     // Put back: served again.
     write_atomic(&crd, HOSTPORT_CRD);
     wait_for("the CRD fix to be served", || {
-        c.get("/katalog").unwrap().json().unwrap()["lastReloadError"].is_null()
+        h.summary()["lastReloadError"].is_null()
     });
+    let converted = c
+        .post_json("/convert", &hostport_review())
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        converted["response"]["convertedObjects"][0]["host"], "localhost",
+        "{converted}"
+    );
 }
 
 #[test]
