@@ -9,7 +9,10 @@
 // path in the order they were stashed, and an "!absent" list of fields that
 // were absent (so that a default is not applied on the way back). Sections
 // of other versions travel untouched; empty sections and an empty
-// annotation are removed.
+// annotation are removed. A section written while the object had a
+// resourceVersion records it under "!resourceVersion", and a section
+// recorded at another resourceVersion is not taken back (katalog's guard
+// against a stale stash).
 //
 // Keys keep their order (katalog's JSON objects do), which Go's maps do
 // not: hence the small ordered object below instead of
@@ -22,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -34,6 +38,9 @@ const Annotation = "katalog.dev/stash"
 const annotationsLimit = 256 * 1024
 
 const absent = "!absent"
+
+// at records the resourceVersion a section was written at.
+const at = "!resourceVersion"
 
 // Found says what Take found for a field.
 type Found int
@@ -56,11 +63,13 @@ type Stash struct {
 	content    *object
 	sections   map[string]*object
 	annotation string
+	// now is the object's resourceVersion ("" when it has none).
+	now string
 }
 
 // For returns the stash of an object with these annotations (read lazily).
 func For(meta *metav1.ObjectMeta) *Stash {
-	s := &Stash{annotation: Annotation}
+	s := &Stash{annotation: Annotation, now: meta.ResourceVersion}
 	s.original, s.hasOrig = meta.Annotations[Annotation]
 	return s
 }
@@ -111,7 +120,18 @@ func (s *Stash) Put(version, key string, value any) error {
 		return err
 	}
 	sec.set(key, raw)
+	s.stamp(sec)
 	return nil
+}
+
+// stamp records in a section the resourceVersion it is written at.
+func (s *Stash) stamp(sec *object) {
+	if s.now == "" {
+		sec.remove(at)
+		return
+	}
+	raw, _ := marshal(s.now)
+	sec.set(at, raw)
 }
 
 // MarkAbsent records that key was absent.
@@ -133,6 +153,7 @@ func (s *Stash) MarkAbsent(version, key string) error {
 		return err
 	}
 	sec.set(absent, raw)
+	s.stamp(sec)
 	return nil
 }
 
@@ -140,6 +161,9 @@ func (s *Stash) MarkAbsent(version, key string) error {
 func (s *Stash) Take(version, key string) (Found, json.RawMessage, error) {
 	sec, err := s.section(version)
 	if err != nil {
+		return Nothing, nil, err
+	}
+	if err := s.stale(sec); err != nil {
 		return Nothing, nil, err
 	}
 	if raw, ok := sec.vals[key]; ok {
@@ -167,6 +191,36 @@ func (s *Stash) Take(version, key string) (Found, json.RawMessage, error) {
 	return Nothing, nil, nil
 }
 
+// stale is the error for a section written at another resourceVersion,
+// worded as katalog words it.
+func (s *Stash) stale(sec *object) error {
+	raw, ok := sec.vals[at]
+	if !ok {
+		return nil
+	}
+	var written string
+	if json.Unmarshal(raw, &written) != nil || written == s.now {
+		return nil
+	}
+	var fields []string
+	for _, k := range sec.keys {
+		if len(k) > 0 && k[0] == '!' {
+			continue
+		}
+		fields = append(fields, "`"+k+"`")
+	}
+	if len(fields) > 5 {
+		more := len(fields) - 5
+		fields = append(fields[:5], fmt.Sprintf("and %d more", more))
+	}
+	now := "this object has no resourceVersion"
+	if s.now != "" {
+		now = "this object is at resourceVersion " + s.now
+	}
+	return fmt.Errorf("annotation `%s` was written when the object was read at resourceVersion %s, but %s; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them (%s)",
+		s.annotation, written, now, strings.Join(fields, ", "))
+}
+
 // WriteBack puts the annotation on meta (a copy of the annotations: the
 // map may be shared with the source object), or removes it if it is empty.
 func (s *Stash) WriteBack(meta *metav1.ObjectMeta) error {
@@ -183,7 +237,7 @@ func (s *Stash) WriteBack(meta *metav1.ObjectMeta) error {
 	kept := &object{vals: map[string]json.RawMessage{}}
 	for _, k := range s.content.keys {
 		v := s.content.vals[k]
-		if isEmptyObject(v) {
+		if isEmptyObject(v) || onlyStamped(v) {
 			continue
 		}
 		kept.set(k, v)
@@ -296,6 +350,12 @@ func (o *object) marshal() (json.RawMessage, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// onlyStamped: a section left with only its resourceVersion is empty.
+func onlyStamped(raw json.RawMessage) bool {
+	o, err := parseObject(raw)
+	return err == nil && len(o.keys) == 1 && o.keys[0] == at
 }
 
 func isEmptyObject(raw json.RawMessage) bool {
