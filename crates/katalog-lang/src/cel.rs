@@ -2143,6 +2143,8 @@ const EQ_FUNCTION: &str = "@katalog_eq";
 const NE_FUNCTION: &str = "@katalog_ne";
 /// Name under which `heterogeneous_in` is registered (replaces `@in`).
 const IN_FUNCTION: &str = "@katalog_in";
+/// Name under which `checked_negate` is registered (replaces `-_`).
+const NEG_FUNCTION: &str = "@katalog_neg";
 
 /// Checks a parsed expression and rewrites the few constructs cel 0.13
 /// evaluates incorrectly, in place.
@@ -2169,6 +2171,10 @@ const IN_FUNCTION: &str = "@katalog_in";
 ///   optional selection are optional too (none if anything along the chain
 ///   is absent). cel 0.13 instead evaluates a plain selection on an optional
 ///   value to `false`. They become `x[?'f'][?'g']` and `x[?'f'][?k]`.
+/// * `-x`: cel 0.13 negates an int with wrapping arithmetic, so
+///   `-(-9223372036854775807 - 1)` was itself where cel-go fails with
+///   "integer overflow" (and a debug build panicked). It becomes a call to
+///   [`checked_negate`], which the interpreter dispatches by name.
 ///
 /// Returns whether `expr` is such an optional chain (produces an optional).
 fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
@@ -2214,6 +2220,10 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
             for (i, arg) in call.args.iter_mut().enumerate() {
                 let optional = prepare(arg, depth)?;
                 optional_first_arg |= i == 0 && optional;
+            }
+            if call.target.is_none() && call.args.len() == 1 && call.func_name == operators::NEGATE
+            {
+                NEG_FUNCTION.clone_into(&mut call.func_name);
             }
             if call.target.is_none() && call.args.len() == 2 {
                 let replacement = match call.func_name.as_str() {
@@ -2351,6 +2361,8 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("string", string_like_cel_go);
         ctx.add_function("split", split_like_cel_go);
         ctx.add_function("lists.range", lists_range);
+        ctx.add_function("sum", checked_sum);
+        ctx.add_function(NEG_FUNCTION, checked_negate);
         ctx
     });
     &BASE
@@ -2515,6 +2527,59 @@ fn lists_range(n: i64) -> Result<Value, ExecutionError> {
     Ok(Value::List(Arc::new(
         (0..n.max(0)).map(Value::Int).collect(),
     )))
+}
+
+/// `-x` of an int or a double, as cel-go: the negation of the least int
+/// is "integer overflow" (cel 0.13 wraps it to itself).
+fn checked_negate(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    match x {
+        Value::Int(i) => i
+            .checked_neg()
+            .map(Value::Int)
+            .ok_or_else(|| ftx.error("integer overflow")),
+        Value::Float(f) => Ok(Value::Float(-f)),
+        other => Err(no_overload(ftx, None, &[other])),
+    }
+}
+
+/// `<list>.sum()` of the Kubernetes lists library as cel-go computes it: the
+/// elements added in order with the `+` of their type, so ints and uints
+/// that overflow are "integer overflow" / "unsigned integer overflow"
+/// (kube-cel's wraps silently in a release build), durations add, and
+/// mixed or other types have no overload. An empty list is `0`.
+fn checked_sum(
+    ftx: &FunctionContext,
+    This(this): This<Arc<Vec<Value>>>,
+) -> Result<Value, ExecutionError> {
+    let Some(first) = this.first() else {
+        return Ok(Value::Int(0));
+    };
+    let mut total = first.clone();
+    if !matches!(
+        total,
+        Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Duration(_)
+    ) {
+        return Err(no_overload(ftx, Some(&Value::List(this.clone())), &[]));
+    }
+    for item in &this[1..] {
+        total = match (&total, item) {
+            (Value::Int(a), Value::Int(b)) => a
+                .checked_add(*b)
+                .map(Value::Int)
+                .ok_or_else(|| ftx.error("integer overflow"))?,
+            (Value::UInt(a), Value::UInt(b)) => a
+                .checked_add(*b)
+                .map(Value::UInt)
+                .ok_or_else(|| ftx.error("unsigned integer overflow"))?,
+            (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
+            (Value::Duration(a), Value::Duration(b)) => a
+                .checked_add(b)
+                .map(Value::Duration)
+                .ok_or_else(|| ftx.error("integer overflow"))?,
+            _ => return Err(no_overload(ftx, Some(&Value::List(this.clone())), &[])),
+        };
+    }
+    Ok(total)
 }
 
 /// `<string>.split(<string>[, <int>])` as Go's `strings.SplitN` in cel-go:

@@ -47,7 +47,8 @@ use serde_json::{Map as JsonMap, Number, Value as Json};
 use crate::json::node::{Members, Node};
 
 use super::{
-    CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, REGEX_CACHE, regex_cost,
+    CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, NEG_FUNCTION, REGEX_CACHE,
+    regex_cost,
 };
 
 /// The fields of a map of variables (`variables`), each converted once.
@@ -68,7 +69,7 @@ const FUNCTIONS: &[(&str, bool, usize, Func)] = &[
         1,
         Func::NotStrictlyFalse,
     ),
-    (operators::NEGATE, false, 1, Func::Negate),
+    (NEG_FUNCTION, false, 1, Func::Negate),
     (operators::ADD, false, 2, Func::Add),
     (operators::SUBSTRACT, false, 2, Func::Subtract),
     (operators::MULTIPLY, false, 2, Func::Multiply),

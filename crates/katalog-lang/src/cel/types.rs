@@ -29,7 +29,7 @@ use kube_cel::cel::common::ast::{
     CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, operators,
 };
 
-use super::{EQ_FUNCTION, IN_FUNCTION, NE_FUNCTION};
+use super::{EQ_FUNCTION, IN_FUNCTION, NE_FUNCTION, NEG_FUNCTION};
 use crate::schema::{Opacity, SchemaNode};
 
 /// A CEL type, as far as the checker knows it.
@@ -760,7 +760,7 @@ impl<'s> Checker<'_, 's> {
                     Type::Dyn
                 }
             },
-            (operators::NEGATE, [a]) => {
+            (NEG_FUNCTION | operators::NEGATE, [a]) => {
                 if !matches!(a, Type::Int | Type::Double | Type::Dyn) {
                     self.no_overload(node, name, None, &args);
                 }
@@ -971,7 +971,7 @@ fn source_order(ast: &IdedExpr) -> Vec<(u64, Needle)> {
             operators::LOGICAL_AND => "&&",
             operators::LOGICAL_OR => "||",
             operators::LOGICAL_NOT => "!",
-            operators::NEGATE => "-",
+            NEG_FUNCTION | operators::NEGATE => "-",
             operators::CONDITIONAL => "?",
             EQ_FUNCTION | operators::EQUALS => "==",
             NE_FUNCTION | operators::NOT_EQUALS => "!=",
@@ -1014,7 +1014,10 @@ fn source_order(ast: &IdedExpr) -> Vec<(u64, Needle)> {
                         Some(f) => Needle::Field(f),
                         None => Needle::Op(op),
                     };
-                    let prefix = matches!(name, operators::LOGICAL_NOT | operators::NEGATE);
+                    let prefix = matches!(
+                        name,
+                        operators::LOGICAL_NOT | operators::NEGATE | NEG_FUNCTION
+                    );
                     if prefix && !generated {
                         out.push((e.id, needle.clone()));
                     }
