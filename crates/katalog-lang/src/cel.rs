@@ -67,6 +67,7 @@
 
 mod native;
 pub mod types;
+mod unary;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -1632,7 +1633,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     let mut ast = Parser::new()
         .enable_optional_syntax(true)
         .max_recursion_depth(MAX_PARSE_DEPTH)
-        .parse(expr)
+        .parse(&unary::collapse_unary_runs(expr))
         .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
