@@ -201,6 +201,17 @@ pub enum CompileFailure {
         /// The line, and a caret under the name.
         snippet: String,
     },
+    /// A quoted identifier (`` m.`a.b` ``), which the kube-apiserver refuses.
+    #[error(
+        "ERROR: {at}: unsupported syntax: '`' (the kube-apiserver's CEL has no quoted \
+         field names: index the map, `m['a.b']`)\n{snippet}"
+    )]
+    QuotedIdentifier {
+        /// Where: `<input>:LINE:COL`.
+        at: String,
+        /// The line, and a caret under the backtick.
+        snippet: String,
+    },
     /// The estimate for lists of `STATIC_LIST_ITEMS` items is over the default budget.
     #[error(
         "its estimated cost is {cost} already for lists of {items} items, over the \
@@ -1630,10 +1641,15 @@ fn panic_message(payload: &(dyn Any + Send)) -> InterpreterPanic {
 }
 
 fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
+    let lexed = unary::lex(expr);
+    if let Some(at) = lexed.backtick {
+        let (at, snippet) = caret_at(expr, at);
+        return Err(CompileFailure::QuotedIdentifier { at, snippet });
+    }
     let mut ast = Parser::new()
         .enable_optional_syntax(true)
         .max_recursion_depth(MAX_PARSE_DEPTH)
-        .parse(&unary::collapse_unary_runs(expr))
+        .parse(&lexed.text)
         .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
@@ -1814,7 +1830,12 @@ fn caret_at_call(source: &str, name: &str) -> (String, String) {
         }
         i += 1;
     }
-    let at = at.unwrap_or(0);
+    caret_at(source, at.unwrap_or(0))
+}
+
+/// The place of byte offset `at` of `source` as cel-go prints it
+/// (`<input>:LINE:COL`, the column in characters) and its line with a caret.
+fn caret_at(source: &str, at: usize) -> (String, String) {
     let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
     let line_end = source[at..].find('\n').map_or(source.len(), |n| at + n);
     let line = source[..at].matches('\n').count() + 1;

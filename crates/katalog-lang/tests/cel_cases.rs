@@ -51,6 +51,16 @@ fn every_case_gives_its_answer_on_both_evaluators() {
                 failures.push(format!("{at}: not `EXPRESSION => EXPECTED`"));
                 continue;
             };
+            if let Some(text) = want.strip_prefix("compile error") {
+                let text = text.trim_start_matches(':').trim();
+                match CelProgram::compile(expr) {
+                    Err(e) if e.to_string().contains(text) => {}
+                    Err(e) => failures.push(format!("{at}: `{expr}`: want {want}, got {e}")),
+                    Ok(_) => failures.push(format!("{at}: `{expr}`: want {want}, it compiles")),
+                }
+                ran += 1;
+                continue;
+            }
             let program = match CelProgram::compile(expr) {
                 Ok(p) => p,
                 Err(e) => {

@@ -4,8 +4,8 @@
 //! cel-go's parser drops the operators in pairs: an even run is the member
 //! itself (`!!true` is `true`, `--19` is `19`), an odd run one operator.
 //! cel 0.13's parser keeps a single operator whatever the run's length, so
-//! `!!true` was `false` and `--19` was `-19`. [`collapse_unary_runs`]
-//! rewrites the text the parser reads: each run of two or more unary `!` or
+//! `!!true` was `false` and `--19` was `-19`. [`lex`]
+//! rewrites the text the parser reads ([`lex`]): each run of two or more unary `!` or
 //! `-` keeps its first operator (where cel-go puts the call) when its
 //! length is odd and none when it is even, the others becoming spaces so that every byte offset (and so every caret
 //! of an error) is unchanged.
@@ -18,13 +18,29 @@
 
 use std::borrow::Cow;
 
-/// `expr` with every run of repeated unary `!` or `-` collapsed as cel-go
-/// collapses it (see the module documentation); borrowed when nothing
-/// changes, which is every expression without such a run.
-pub(super) fn collapse_unary_runs(expr: &str) -> Cow<'_, str> {
-    if !expr.contains('-') && expr.bytes().filter(|&b| b == b'!').count() < 2 {
-        return Cow::Borrowed(expr);
+/// What the parser is given, and what it must not be.
+pub(super) struct Lexed<'a> {
+    /// `expr` with every run of repeated unary `!` or `-` collapsed as
+    /// cel-go collapses it (see the module documentation); borrowed when
+    /// nothing changes, which is every expression without such a run.
+    pub text: Cow<'a, str>,
+    /// The byte offset of the first backtick outside a literal or comment:
+    /// a quoted identifier (`` m.`a.b` ``), which the kube-apiserver's CEL
+    /// refuses ("unsupported syntax", cel-go without its ident-escape
+    /// option) and cel 0.13 reads as a field named with the backticks.
+    pub backtick: Option<usize>,
+}
+
+/// Scans `expr` once (see [`Lexed`]).
+pub(super) fn lex(expr: &str) -> Lexed<'_> {
+    if !expr.contains('-') && !expr.contains('`') && expr.bytes().filter(|&b| b == b'!').count() < 2
+    {
+        return Lexed {
+            text: Cow::Borrowed(expr),
+            backtick: None,
+        };
     }
+    let mut backtick = None;
     let bytes = expr.as_bytes();
     let mut blank: Vec<usize> = Vec::new();
     let mut i = 0;
@@ -71,6 +87,7 @@ pub(super) fn collapse_unary_runs(expr: &str) -> Cow<'_, str> {
                 after_operand = true;
             }
             b'`' => {
+                backtick.get_or_insert(i);
                 i = bytes[i + 1..]
                     .iter()
                     .position(|&b| b == b'`')
@@ -118,14 +135,18 @@ pub(super) fn collapse_unary_runs(expr: &str) -> Cow<'_, str> {
         }
     }
     if blank.is_empty() {
-        return Cow::Borrowed(expr);
+        return Lexed {
+            text: Cow::Borrowed(expr),
+            backtick,
+        };
     }
     let mut out = bytes.to_vec();
     for at in blank {
         out[at] = b' ';
     }
     // Only ASCII operator bytes became ASCII spaces.
-    Cow::Owned(String::from_utf8(out).unwrap_or_else(|_| expr.to_owned()))
+    let text = Cow::Owned(String::from_utf8(out).unwrap_or_else(|_| expr.to_owned()));
+    Lexed { text, backtick }
 }
 
 /// The index just past the end of the line that holds `i`.
@@ -192,7 +213,7 @@ fn number_end(bytes: &[u8], start: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::collapse_unary_runs;
+    use super::lex;
 
     #[test]
     fn runs_collapse_in_pairs_and_nothing_else_moves() {
@@ -221,9 +242,23 @@ mod tests {
             ("size('é') - --1", "size('é') -   1"),
             ("(a)--1", "(a)--1"),
         ] {
-            let got = collapse_unary_runs(expr);
+            let got = lex(expr).text;
             assert_eq!(got, want, "{expr:?}");
             assert_eq!(got.len(), expr.len(), "{expr:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_backtick_outside_literals_is_found() {
+        for (expr, want) in [
+            ("m.`a.b`", Some(2)),
+            ("'`' + m.`a`", Some(8)),
+            ("// `\n", None),
+            ("\"`\" + r'`'", None),
+            ("m.a", None),
+            ("--x + `", Some(6)),
+        ] {
+            assert_eq!(lex(expr).backtick, want, "{expr:?}");
         }
     }
 }
