@@ -1677,7 +1677,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
 const FUNCTION_NAMES: &[&str] = &[
     // cel 0.13
     "contains", "size", "max", "min", "startsWith", "endsWith", "string", "bytes", "double", "int",
-    "uint", "optional.none", "optional.of", "optional.ofNonZeroValue", "value", "hasValue", "or",
+    "uint", "bool", "optional.none", "optional.of", "optional.ofNonZeroValue", "value", "hasValue", "or",
     "orValue", "matches", "duration", "timestamp", "getFullYear", "getMonth", "getDayOfYear",
     "getDayOfMonth", "getDate", "getDayOfWeek", "getHours", "getMinutes", "getSeconds",
     "getMilliseconds",
@@ -1782,7 +1782,6 @@ fn unknown_function_hint(name: &str) -> String {
              itself"
                 .into()
         }
-        "bool" => "`bool()` is not supported: compare, `x == 'true'`".into(),
         "optMap" | "optFlatMap" => {
             "not supported: `x.hasValue() ? f(x.value()) : default` does the same".into()
         }
@@ -2384,6 +2383,11 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("split", split_like_cel_go);
         ctx.add_function("lists.range", lists_range);
         ctx.add_function("sum", checked_sum);
+        ctx.add_function("int", int_like_cel_go);
+        ctx.add_function("uint", uint_like_cel_go);
+        ctx.add_function("bool", bool_like_cel_go);
+        ctx.add_function("timestamp", timestamp_like_cel_go);
+        ctx.add_function("duration", duration_like_cel_go);
         ctx.add_function(NEG_FUNCTION, checked_negate);
         ctx
     });
@@ -2551,6 +2555,132 @@ fn lists_range(n: i64) -> Result<Value, ExecutionError> {
     )))
 }
 
+/// A timestamp or a duration as cel-go's `string()` prints it: a
+/// timestamp in Go's RFC 3339 with nanoseconds (trailing zeros cut) at the
+/// offset it was written with (`Z` for UTC), a duration as Go's `strconv.FormatFloat(d.Seconds(), 'f', -1, 64)`
+/// and `s`. `None` for any other value.
+fn go_time_string(value: &Value) -> Option<String> {
+    match value {
+        Value::Timestamp(t) => {
+            let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+            let nanos = t.timestamp_subsec_nanos();
+            if nanos > 0 {
+                out.push('.');
+                out.push_str(format!("{nanos:09}").trim_end_matches('0'));
+            }
+            if t.offset().local_minus_utc() == 0 {
+                out.push('Z');
+            } else {
+                out.push_str(&t.format("%:z").to_string());
+            }
+            Some(out)
+        }
+        Value::Duration(d) => {
+            // Go's Duration.Seconds(): whole seconds plus nanoseconds / 1e9;
+            // Rust prints the shortest digits that read back, never with
+            // an exponent, as 'f' with precision -1 does.
+            #[allow(clippy::cast_precision_loss)]
+            let seconds = d.num_seconds() as f64 + f64::from(d.subsec_nanos()) / 1e9;
+            Some(format!("{seconds}s"))
+        }
+        _ => None,
+    }
+}
+
+/// `timestamp(x)` as cel-go: of a string (RFC 3339, as cel and kube-cel
+/// read it), of a timestamp (itself), and of an int, the Unix seconds, in
+/// UTC (cel 0.13 had neither of the last two). Out of the years 1 to
+/// 9999 is an error, as there.
+fn timestamp_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    match x {
+        Value::Timestamp(_) => Ok(x),
+        Value::Int(seconds) => {
+            // 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
+            const RANGE: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+            let utc = chrono::FixedOffset::east_opt(0).expect("a zero offset");
+            RANGE
+                .contains(&seconds)
+                .then(|| chrono::DateTime::from_timestamp(seconds, 0))
+                .flatten()
+                .map(|t| Value::Timestamp(t.with_timezone(&utc)))
+                .ok_or_else(|| ftx.error("invalid timestamp argument"))
+        }
+        other => call_registered("timestamp", None, vec![other]),
+    }
+}
+
+/// `duration(x)` as cel-go: of a string as cel reads it, and of a
+/// duration, itself (cel 0.13 failed there).
+fn duration_like_cel_go(x: Value) -> Result<Value, ExecutionError> {
+    match x {
+        Value::Duration(_) => Ok(x),
+        other => call_registered("duration", None, vec![other]),
+    }
+}
+
+/// `int(x)` as cel-go: a uint above the int maximum, a double out of the
+/// int range (or NaN) are "integer overflow" (cel 0.13 saturated the
+/// double), a string is read by Go's `strconv.ParseInt` (base 10, an
+/// optional sign), a timestamp gives its Unix seconds, a duration its
+/// nanoseconds.
+fn int_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    let overflow = || ftx.error("integer overflow");
+    match x {
+        Value::Int(_) => Ok(x),
+        Value::UInt(u) => i64::try_from(u).map(Value::Int).map_err(|_| overflow()),
+        // cel-go: `v <= MinInt64 || v >= MaxInt64` (both as doubles: -2^63
+        // and 2^63) overflow, else truncation toward zero.
+        #[allow(clippy::cast_possible_truncation)]
+        Value::Float(f) if f > -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0 => {
+            Ok(Value::Int(f.trunc() as i64))
+        }
+        Value::Float(_) => Err(overflow()),
+        Value::String(s) => s
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|_| ftx.error("type conversion error from 'string' to 'int'")),
+        Value::Timestamp(t) => Ok(Value::Int(t.timestamp())),
+        Value::Duration(d) => d.num_nanoseconds().map(Value::Int).ok_or_else(overflow),
+        other => Err(no_overload(ftx, None, &[other])),
+    }
+}
+
+/// `uint(x)` as cel-go: a negative int, a double below 0 or from 2^64 on
+/// (or NaN) are "unsigned integer overflow", a string is read by Go's
+/// `strconv.ParseUint` (base 10, no sign).
+fn uint_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    let overflow = || ftx.error("unsigned integer overflow");
+    match x {
+        Value::UInt(_) => Ok(x),
+        Value::Int(i) => u64::try_from(i).map(Value::UInt).map_err(|_| overflow()),
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Value::Float(f) if (0.0..18_446_744_073_709_551_616.0).contains(&f) => {
+            Ok(Value::UInt(f.trunc() as u64))
+        }
+        Value::Float(_) => Err(overflow()),
+        Value::String(s) if !s.starts_with('+') => s
+            .parse::<u64>()
+            .map(Value::UInt)
+            .map_err(|_| ftx.error("type conversion error from 'string' to 'uint'")),
+        Value::String(_) => Err(ftx.error("type conversion error from 'string' to 'uint'")),
+        other => Err(no_overload(ftx, None, &[other])),
+    }
+}
+
+/// `bool(x)` as cel-go: a bool, or a string Go's `strconv.ParseBool` reads
+/// (`1`, `t`, `T`, `true`, `TRUE`, `True` and their false forms).
+fn bool_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    match &x {
+        Value::Bool(_) => Ok(x),
+        Value::String(s) => match s.as_str() {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(Value::Bool(true)),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(Value::Bool(false)),
+            _ => Err(ftx.error("type conversion error from 'string' to 'bool'")),
+        },
+        _ => Err(no_overload(ftx, None, &[x])),
+    }
+}
+
 /// `-x` of an int or a double, as cel-go: the negation of the least int
 /// is "integer overflow" (cel 0.13 wraps it to itself).
 fn checked_negate(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
@@ -2653,10 +2783,24 @@ fn split_n<'t>(text: &'t str, separator: &str, limit: usize) -> Vec<&'t str> {
 }
 
 /// `string(x)` as kube-cel's, and also of a bool (`'true'`), with a
-/// double printed as cel-go prints it (see [`go_double_string`]).
-fn string_like_cel_go(This(this): This<Value>) -> Result<Value, ExecutionError> {
+/// double printed as cel-go prints it (see [`go_double_string`]), a
+/// timestamp in RFC 3339 with the fraction's trailing zeros cut
+/// (`2009-02-13T23:31:30.12Z`; kube-cel gave `+00:00`), a duration in
+/// seconds (`1000000s`, `1.5s`; kube-cel gave `277h46m40s`), and bytes
+/// that are not UTF-8 an error (kube-cel replaced them with U+FFFD).
+fn string_like_cel_go(
+    ftx: &FunctionContext,
+    This(this): This<Value>,
+) -> Result<Value, ExecutionError> {
     match this {
         Value::String(_) => Ok(this),
+        Value::Timestamp(_) | Value::Duration(_) => Ok(Value::String(Arc::new(
+            go_time_string(&this).unwrap_or_default(),
+        ))),
+        Value::Bytes(b) => match std::str::from_utf8(&b) {
+            Ok(s) => Ok(Value::String(Arc::new(s.to_owned()))),
+            Err(_) => Err(ftx.error("invalid UTF-8 in bytes, cannot convert to string")),
+        },
         Value::Int(i) => Ok(Value::String(Arc::new(i.to_string()))),
         Value::UInt(u) => Ok(Value::String(Arc::new(u.to_string()))),
         Value::Bool(b) => Ok(Value::String(Arc::new(b.to_string()))),
@@ -3927,7 +4071,7 @@ mod tests {
             .copied()
             .filter(|name| !FUNCTION_NAMES.contains(name))
             .collect();
-        assert_eq!(missing, ["bool", "type", "sortBy", "optMap", "optFlatMap"]);
+        assert_eq!(missing, ["type", "sortBy", "optMap", "optFlatMap"]);
         for name in missing {
             let expr = format!("object.spec.x.{name}(1) == 1");
             let err = CelProgram::compile(&expr).unwrap_err();

@@ -411,6 +411,7 @@ fn overloads(name: &str) -> &'static [Overload] {
         "slice" => &[(Some(List), &[I, I], R::Same)],
         "first" | "last" => &[(Some(List), &[], R::OptElem)],
         "int" => &[(None, &[Any], R::Int)],
+        "bool" => &[(None, &[Any], R::Bool)],
         "double" => &[(None, &[Any], R::Double)],
         "string" => &[(None, &[Any], R::S)],
         "bytes" => &[(None, &[Any], R::Bytes)],
