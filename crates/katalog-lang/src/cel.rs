@@ -4094,7 +4094,7 @@ mod tests {
              | .................^"
         );
         // The name inside a string literal is not the call.
-        let err = CelProgram::compile("'bool(' + string(bool('x'))").unwrap_err();
+        let err = CelProgram::compile("'type(' + string(type('x'))").unwrap_err();
         assert!(err.to_string().contains("<input>:1:18:"), "{err}");
         // Macros called with the wrong arguments are calls of no function.
         let err = CelProgram::compile("object.items.all(x)").unwrap_err();
