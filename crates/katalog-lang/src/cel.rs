@@ -65,6 +65,7 @@
 //! so object keys of a result come back sorted lexicographically rather than
 //! in their input order.
 
+mod macros;
 mod native;
 pub mod types;
 mod unary;
@@ -1651,6 +1652,10 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(&lexed.text)
         .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
+    macros::expand(&mut ast).map_err(|e| {
+        let (at, snippet) = caret_at_call(expr, &e.name);
+        CompileFailure::Syntax(format!("ERROR: {at}: {}: {}\n{snippet}", e.name, e.reason))
+    })?;
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
@@ -1782,14 +1787,22 @@ fn unknown_function_hint(name: &str) -> String {
              itself"
                 .into()
         }
+        "sortBy" => "the lists extension's `sortBy` (Kubernetes 1.34) is not supported here \
+                     yet: `sort()` sorts a list of comparable values"
+            .into(),
         "optMap" | "optFlatMap" => {
-            "not supported: `x.hasValue() ? f(x.value()) : default` does the same".into()
+            format!("`{name}` is a macro: `optional.{name}(x, expression)`")
         }
         "all" | "exists" | "exists_one" | "existsOne" | "map" | "filter" => {
             format!(
-                "`{name}` is a macro: `list.{name}(x, predicate)` takes a variable and an expression"
+                "`{name}` is a macro: `list.{name}(x, predicate)` takes a variable and an \
+                 expression (`all`, `exists` and `existsOne` also two: `list.{name}(i, v, p)`)"
             )
         }
+        "transformList" | "transformMap" | "transformMapEntry" => format!(
+            "`{name}` is a macro: `x.{name}(i, v, expression)` or `x.{name}(i, v, filter, \
+             expression)`"
+        ),
         _ => match crate::error::did_you_mean(name, FUNCTION_NAMES.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
             None => "see docs/katalog.md#cel-functions for the functions there are".into(),
@@ -2382,6 +2395,9 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("string", string_like_cel_go);
         ctx.add_function("split", split_like_cel_go);
         ctx.add_function("lists.range", lists_range);
+        ctx.add_function(macros::ENTRIES, entries);
+        ctx.add_function(macros::MAP_INSERT, map_insert);
+        ctx.add_function(macros::MAP_MERGE, map_merge);
         ctx.add_function("sum", checked_sum);
         ctx.add_function("int", int_like_cel_go);
         ctx.add_function("uint", uint_like_cel_go);
@@ -2679,6 +2695,78 @@ fn bool_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionE
         },
         _ => Err(no_overload(ftx, None, &[x])),
     }
+}
+
+/// `@katalog_entries(x)` ([`macros::ENTRIES`]): the `[index, element]`
+/// pairs of a list, the `[key, value]` pairs of a map by sorted key, for
+/// the two-variable comprehensions.
+fn entries(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    let pair = |k: Value, v: Value| Value::List(Arc::new(vec![k, v]));
+    match x {
+        Value::List(items) => Ok(Value::List(Arc::new(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| pair(Value::Int(i64::try_from(i).unwrap_or(i64::MAX)), v.clone()))
+                .collect(),
+        ))),
+        Value::Map(map) => {
+            let mut keys: Vec<&Key> = map.map.keys().collect();
+            keys.sort();
+            Ok(Value::List(Arc::new(
+                keys.into_iter()
+                    .map(|k| pair(Value::from(k), map.map[k].clone()))
+                    .collect(),
+            )))
+        }
+        other => Err(no_overload(ftx, Some(&other), &[])),
+    }
+}
+
+/// `@katalog_map_insert(map, key, value)` ([`macros::MAP_INSERT`]).
+fn map_insert(
+    ftx: &FunctionContext,
+    map: Value,
+    key: Value,
+    value: Value,
+) -> Result<Value, ExecutionError> {
+    let Value::Map(map) = map else {
+        return Err(ftx.error("transformMap: not a map"));
+    };
+    let key: Key = key.try_into().map_err(|k: Value| {
+        ftx.error(format!("unsupported map key type: {}", cel_type_name(&k)))
+    })?;
+    let mut entries = (*map.map).clone();
+    entries.insert(key, value);
+    Ok(Value::Map(Map {
+        map: Arc::new(entries),
+    }))
+}
+
+/// `@katalog_map_merge(map, entries)` ([`macros::MAP_MERGE`]): a key
+/// already in `map` is cel-go's "insert failed: key ... already exists".
+fn map_merge(ftx: &FunctionContext, map: Value, add: Value) -> Result<Value, ExecutionError> {
+    let (Value::Map(map), Value::Map(add)) = (map, &add) else {
+        return Err(ftx.error(format!(
+            "transformMapEntry: expected a map entry, got {}",
+            cel_type_name(&add)
+        )));
+    };
+    let mut entries = (*map.map).clone();
+    for (k, v) in add.map.iter() {
+        if entries.insert(k.clone(), v.clone()).is_some() {
+            let key = match k {
+                Key::String(s) => format!("{s:?}"),
+                Key::Int(i) => i.to_string(),
+                Key::Uint(u) => u.to_string(),
+                Key::Bool(b) => b.to_string(),
+            };
+            return Err(ftx.error(format!("insert failed: key {key} already exists")));
+        }
+    }
+    Ok(Value::Map(Map {
+        map: Arc::new(entries),
+    }))
 }
 
 /// `-x` of an int or a double, as cel-go: the negation of the least int

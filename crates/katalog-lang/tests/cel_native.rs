@@ -277,6 +277,23 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
               object.spec.nodeSelector == {'zone': 'a', 'n': [1u, 2]}, object.spec.nodeSelector == {'zone': 'a'}, object.spec.tolerations[0] == object.spec.tolerations[2]]",
             json!([true, true, true, false, true, false, true, false, false]),
         ),
+        // Two-variable comprehensions (expanded over `@katalog_entries`).
+        (
+            "object.spec.containers.all(i, c, i == 0 || !has(c.securityContext))",
+            json!(true),
+        ),
+        (
+            "object.metadata.annotations.exists(k, v, k.startsWith('container.') && v == 'runtime/default')",
+            json!(true),
+        ),
+        (
+            "object.spec.containers.transformList(i, c, string(i) + c.name)",
+            json!(["0c", "1d"]),
+        ),
+        (
+            "object.spec.nodeSelector.transformList(k, v, k)",
+            json!(["n", "zone"]),
+        ),
     ];
     for (expr, want) in answered {
         let (got, native) = both(expr, &vars);

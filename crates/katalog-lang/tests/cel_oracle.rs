@@ -471,7 +471,7 @@ impl Gen<'_> {
                 .to_owned();
         }
         let d = d - 1;
-        match self.rng.below(34) {
+        match self.rng.below(37) {
             0 => format!(
                 "{} {} {}",
                 self.int(d),
@@ -593,6 +593,29 @@ impl Gen<'_> {
             30 => format!("isURL({})", self.string(d)),
             31 => format!("{}.all(s, s.size() < {})", self.string_list(d), self.int(d)),
             32 => format!("object.spec.mixed.exists(x, x == {})", self.int(d)),
+            // Two-variable comprehensions and optMap (the macros cel 0.13
+            // lacks, expanded by katalog).
+            33 => format!(
+                "{}.{}(i, x, x > i + {})",
+                self.list(d),
+                self.rng.pick(&["all", "exists", "existsOne"]),
+                self.int(d)
+            ),
+            34 => format!(
+                "object.metadata.{}.{}(k, v, {})",
+                self.rng.pick(&["labels", "annotations"]),
+                self.rng.pick(&["all", "exists", "existsOne"]),
+                self.rng.pick(&[
+                    "k.startsWith('a') && v.size() > 2",
+                    "k.size() > 3 || v == 'web'",
+                    "v.contains(k)",
+                ])
+            ),
+            35 => format!(
+                "{}.optMap(s, s.size() > {}).orValue(false)",
+                self.optional_string(d),
+                self.int(d)
+            ),
             _ => format!(
                 "{}.exists_one(s, s == {})",
                 self.string_list(d),
@@ -620,7 +643,19 @@ impl Gen<'_> {
             };
         }
         let d = d - 1;
-        match self.rng.below(12) {
+        match self.rng.below(15) {
+            12 => format!("{}.transformList(i, x, x + i)", self.list(d)),
+            13 => format!(
+                "{}.transformList(i, x, x % 2 == {}, x * i)",
+                self.list(d),
+                self.rng.pick(&["0", "1"])
+            ),
+            // Sorted: cel-go iterates the map transformMap makes in Go's
+            // random map order.
+            14 => format!(
+                "{}.transformMap(i, x, x - i).transformList(k, v, v).sort()",
+                self.list(d)
+            ),
             0 => format!("{} + {}", self.list(d), self.list(d)),
             1 => format!("{}.filter(x, x > {})", self.list(d), self.int(d)),
             2 => format!("{}.map(x, x * {})", self.list(d), self.int(d)),

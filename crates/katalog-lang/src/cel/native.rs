@@ -107,6 +107,7 @@ const FUNCTIONS: &[(&str, bool, usize, Func)] = &[
     ("string", false, 1, Func::String),
     ("int", false, 1, Func::Int),
     ("dyn", false, 1, Func::Dyn),
+    (super::macros::ENTRIES, false, 1, Func::Entries),
 ];
 
 /// A call, resolved once from its name ([`compile`]); `Unknown` for a node
@@ -153,6 +154,8 @@ pub(super) enum Func {
     String,
     Int,
     Dyn,
+    /// `@katalog_entries(x)` of the two-variable comprehensions.
+    Entries,
     /// `x.?a...orValue(d)`: an optional chain, followed in one go.
     OrValueChain,
     /// `x.?a...hasValue()`.
@@ -903,8 +906,32 @@ fn call_function<'a>(func: Func, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
             _ => None,
         },
         (Func::Dyn, None) => arg(),
+        (Func::Entries, None) => entries(arg()?),
         _ => None,
     }
+}
+
+/// The `[index, element]` pairs of a list, the `[key, value]` pairs of a
+/// map by sorted key, as the interpreter's `@katalog_entries`.
+fn entries(x: V<'_>) -> Option<V<'_>> {
+    let pair = |k, v| V::List(Rc::new(vec![k, v]));
+    let pairs = if let Some(list) = x.as_list() {
+        list.items()
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| Some(pair(V::Int(i64::try_from(i).ok()?), v)))
+            .collect::<Option<Vec<_>>>()?
+    } else {
+        let mut keys = x.map_keys()?;
+        keys.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        keys.into_iter()
+            .map(|k| {
+                let v = index(x.clone(), k.clone(), false)?;
+                Some(pair(k, v))
+            })
+            .collect::<Option<Vec<_>>>()?
+    };
+    Some(V::List(Rc::new(pairs)))
 }
 
 /// An index as `indexOf` gives it: `-1` when not found.

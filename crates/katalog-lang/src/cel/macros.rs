@@ -1,0 +1,383 @@
+//! The macros of the kube-apiserver's CEL that cel 0.13's parser lacks,
+//! expanded into what it has: one-variable comprehensions, as cel-go
+//! expands them.
+//!
+//! * Two-variable comprehensions (cel-go's `TwoVarComprehensions`, in
+//!   Kubernetes' environment): `all(i, v, p)`, `exists(i, v, p)`,
+//!   `existsOne(i, v, p)`, `transformList(i, v, [filter,] e)`,
+//!   `transformMap(k, v, [filter,] e)` and `transformMapEntry(k, v,
+//!   [filter,] e)`. Over a list `i` is the index and `v` the element; over
+//!   a map `k` is the key and `v` its value. Each becomes a comprehension
+//!   over [`ENTRIES`]`(range)` (`[[i, v], ...]`, a map's keys in sorted
+//!   order so both evaluators and every run see the same order), with `i`
+//!   and `v` read from the pair.
+//! * `optMap(x, e)` and `optFlatMap(x, e)` on an optional: `o.hasValue() ?
+//!   optional.of(e) : optional.none()` (`e` itself for `optFlatMap`), with
+//!   `x` bound to `o.value()` by a comprehension over no items, as cel-go
+//!   binds it.
+//!
+//! Nodes made here get fresh ids above every id of the parsed tree (the
+//! evaluator over JSON indexes calls by id), and an error in an expanded
+//! node is reported at the macro's call.
+
+use kube_cel::cel::IdedExpr;
+use kube_cel::cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, ListExpr, LiteralValue, MapExpr, operators,
+};
+
+/// `@katalog_entries(range)`: `[[index, element], ...]` of a list,
+/// `[[key, value], ...]` of a map by sorted key (registered by the parent
+/// module, implemented by both evaluators).
+pub(super) const ENTRIES: &str = "@katalog_entries";
+/// `@katalog_map_insert(map, key, value)`: `map` with `key: value` added.
+pub(super) const MAP_INSERT: &str = "@katalog_map_insert";
+/// `@katalog_map_merge(map, entries)`: `map` with the entries of the map
+/// `entries` added; a key already there is an error, as in cel-go.
+pub(super) const MAP_MERGE: &str = "@katalog_map_merge";
+
+/// Why a macro could not be expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct MacroError {
+    /// The macro (`all`, `transformList`, ...).
+    pub name: String,
+    /// What is wrong.
+    pub reason: &'static str,
+}
+
+/// Expands every macro of the module documentation in `expr`, innermost
+/// first.
+pub(super) fn expand(expr: &mut IdedExpr) -> Result<(), MacroError> {
+    let mut next = max_id(expr).saturating_add(1);
+    walk(expr, &mut next)
+}
+
+fn walk(expr: &mut IdedExpr, next: &mut u64) -> Result<(), MacroError> {
+    for child in children(expr) {
+        walk(child, next)?;
+    }
+    let Expr::Call(call) = &mut expr.expr else {
+        return Ok(());
+    };
+    if call.target.is_none() {
+        return Ok(());
+    }
+    let name = call.func_name.as_str();
+    let two_var = matches!(
+        (name, call.args.len()),
+        ("all" | "exists" | "existsOne", 3)
+            | (
+                "transformList" | "transformMap" | "transformMapEntry",
+                3 | 4
+            )
+    );
+    let optional = matches!((name, call.args.len()), ("optMap" | "optFlatMap", 2));
+    if !two_var && !optional {
+        return Ok(());
+    }
+    let name = name.to_owned();
+    let err = |reason| MacroError {
+        name: name.clone(),
+        reason,
+    };
+    let call_id = expr.id;
+    let Expr::Call(call) = std::mem::take(&mut expr.expr) else {
+        unreachable!("matched a call above");
+    };
+    let target = *call.target.expect("a target, checked above");
+    let mut args = call.args.into_iter();
+    if optional {
+        let var = ident_name(args.next()).ok_or(err("the first argument must be a name"))?;
+        let body = args.next().expect("two arguments, checked above");
+        expr.expr = optional_map(&name, target, var, body, next);
+        return Ok(());
+    }
+    let first = ident_name(args.next()).ok_or(err("the first argument must be a name"))?;
+    let second = ident_name(args.next()).ok_or(err("the second argument must be a name"))?;
+    if first == second {
+        return Err(err("the two variables must have different names"));
+    }
+    let rest: Vec<IdedExpr> = args.collect();
+    let element = format!("@e{call_id}");
+    let mut ids = Ids { next };
+    let bind = |mut e: IdedExpr, ids: &mut Ids| {
+        substitute(
+            &mut e,
+            &[(first.as_str(), 0), (second.as_str(), 1)],
+            &element,
+            ids,
+        );
+        e
+    };
+    let mut rest = rest
+        .into_iter()
+        .map(|e| bind(e, &mut ids))
+        .collect::<Vec<_>>();
+    let result = |ids: &mut Ids| ids.ident("@result");
+    let (init, cond, step, out) = match name.as_str() {
+        "all" | "exists" => {
+            let predicate = rest.pop().expect("three arguments");
+            let all = name == "all";
+            let accu = result(&mut ids);
+            let cond_arg = if all {
+                result(&mut ids)
+            } else {
+                ids.call(operators::LOGICAL_NOT, None, vec![accu])
+            };
+            let cond = ids.call(operators::NOT_STRICTLY_FALSE, None, vec![cond_arg]);
+            let op = if all {
+                operators::LOGICAL_AND
+            } else {
+                operators::LOGICAL_OR
+            };
+            let step_accu = result(&mut ids);
+            let step = ids.call(op, None, vec![step_accu, predicate]);
+            (
+                ids.literal(LiteralValue::Boolean(all.into())),
+                cond,
+                step,
+                result(&mut ids),
+            )
+        }
+        "existsOne" => {
+            let predicate = rest.pop().expect("three arguments");
+            let accu = result(&mut ids);
+            let one = ids.literal(LiteralValue::Int(1.into()));
+            let plus_one = ids.call(operators::ADD, None, vec![accu, one]);
+            let same = result(&mut ids);
+            let step = ids.call(
+                operators::CONDITIONAL,
+                None,
+                vec![predicate, plus_one, same],
+            );
+            let accu = result(&mut ids);
+            let one = ids.literal(LiteralValue::Int(1.into()));
+            (
+                ids.literal(LiteralValue::Int(0.into())),
+                ids.literal(LiteralValue::Boolean(true.into())),
+                step,
+                ids.call(operators::EQUALS, None, vec![accu, one]),
+            )
+        }
+        _ => {
+            let value = rest.pop().expect("three or four arguments");
+            let filter = rest.pop();
+            let accu = result(&mut ids);
+            let (init, grown) = match name.as_str() {
+                "transformList" => {
+                    let item = ids.node(Expr::List(ListExpr::new(vec![value])));
+                    (
+                        ids.node(Expr::List(ListExpr::new(Vec::new()))),
+                        ids.call(operators::ADD, None, vec![accu, item]),
+                    )
+                }
+                "transformMap" => {
+                    let key = ids.index(&element, 0);
+                    (
+                        ids.node(Expr::Map(MapExpr {
+                            entries: Vec::new(),
+                        })),
+                        ids.call(MAP_INSERT, None, vec![accu, key, value]),
+                    )
+                }
+                _ => (
+                    ids.node(Expr::Map(MapExpr {
+                        entries: Vec::new(),
+                    })),
+                    ids.call(MAP_MERGE, None, vec![accu, value]),
+                ),
+            };
+            let step = match filter {
+                Some(filter) => {
+                    let same = result(&mut ids);
+                    ids.call(operators::CONDITIONAL, None, vec![filter, grown, same])
+                }
+                None => grown,
+            };
+            (
+                init,
+                ids.literal(LiteralValue::Boolean(true.into())),
+                step,
+                result(&mut ids),
+            )
+        }
+    };
+    let range = ids.call(ENTRIES, None, vec![target]);
+    expr.expr = Expr::Comprehension(Box::new(ComprehensionExpr {
+        iter_range: range,
+        iter_var: element,
+        iter_var2: None,
+        accu_var: "@result".to_owned(),
+        accu_init: init,
+        loop_cond: cond,
+        loop_step: step,
+        result: out,
+    }));
+    Ok(())
+}
+
+/// `optMap` / `optFlatMap` of `target` with `var` bound in `body`.
+fn optional_map(name: &str, target: IdedExpr, var: String, body: IdedExpr, next: &mut u64) -> Expr {
+    let mut ids = Ids { next };
+    let mut copy = target.clone();
+    renumber(&mut copy, ids.next);
+    let has_value = ids.call("hasValue", Some(target), Vec::new());
+    let value = ids.call("value", Some(copy), Vec::new());
+    let no_items = ids.node(Expr::List(ListExpr::new(Vec::new())));
+    let never = ids.literal(LiteralValue::Boolean(false.into()));
+    let step = ids.ident(&var);
+    let bound = ids.node(Expr::Comprehension(Box::new(ComprehensionExpr {
+        iter_range: no_items,
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: var,
+        accu_init: value,
+        loop_cond: never,
+        loop_step: step,
+        result: body,
+    })));
+    let present = if name == "optMap" {
+        let optional = ids.ident("optional");
+        ids.call("of", Some(optional), vec![bound])
+    } else {
+        bound
+    };
+    let optional = ids.ident("optional");
+    let none = ids.call("none", Some(optional), Vec::new());
+    Expr::Call(CallExpr {
+        func_name: operators::CONDITIONAL.to_owned(),
+        target: None,
+        args: vec![has_value, present, none],
+    })
+}
+
+/// Makes nodes with fresh ids.
+struct Ids<'n> {
+    next: &'n mut u64,
+}
+
+impl Ids<'_> {
+    fn node(&mut self, expr: Expr) -> IdedExpr {
+        let id = *self.next;
+        *self.next = self.next.saturating_add(1);
+        IdedExpr { id, expr }
+    }
+
+    fn ident(&mut self, name: &str) -> IdedExpr {
+        self.node(Expr::Ident(name.to_owned()))
+    }
+
+    fn literal(&mut self, value: LiteralValue) -> IdedExpr {
+        self.node(Expr::Literal(value))
+    }
+
+    fn call(&mut self, name: &str, target: Option<IdedExpr>, args: Vec<IdedExpr>) -> IdedExpr {
+        self.node(Expr::Call(CallExpr {
+            func_name: name.to_owned(),
+            target: target.map(Box::new),
+            args,
+        }))
+    }
+
+    /// `element[k]`.
+    fn index(&mut self, element: &str, k: i64) -> IdedExpr {
+        let container = self.ident(element);
+        let key = self.literal(LiteralValue::Int(k.into()));
+        self.call(operators::INDEX, None, vec![container, key])
+    }
+}
+
+/// The name of an identifier argument.
+fn ident_name(arg: Option<IdedExpr>) -> Option<String> {
+    match arg?.expr {
+        Expr::Ident(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// Replaces each free `name` of `names` in `expr` with `element[k]`.
+fn substitute(expr: &mut IdedExpr, names: &[(&str, i64)], element: &str, ids: &mut Ids) {
+    if names.is_empty() {
+        return;
+    }
+    if let Expr::Ident(name) = &expr.expr
+        && let Some(&(_, k)) = names.iter().find(|(n, _)| n == name)
+    {
+        *expr = ids.index(element, k);
+        return;
+    }
+    if let Expr::Comprehension(c) = &mut expr.expr {
+        substitute(&mut c.iter_range, names, element, ids);
+        substitute(&mut c.accu_init, names, element, ids);
+        // The comprehension's own variables hide the names in its body.
+        let inner: Vec<(&str, i64)> = names
+            .iter()
+            .copied()
+            .filter(|(n, _)| {
+                *n != c.iter_var && *n != c.accu_var && c.iter_var2.as_deref() != Some(*n)
+            })
+            .collect();
+        for e in [&mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+            substitute(e, &inner, element, ids);
+        }
+        return;
+    }
+    for child in children(expr) {
+        substitute(child, names, element, ids);
+    }
+}
+
+/// The direct children of `expr`.
+fn children(expr: &mut IdedExpr) -> Vec<&mut IdedExpr> {
+    match &mut expr.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref_mut()
+            .into_iter()
+            .chain(call.args.iter_mut())
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &mut c.iter_range,
+            &mut c.accu_init,
+            &mut c.loop_cond,
+            &mut c.loop_step,
+            &mut c.result,
+        ],
+        Expr::Select(select) => vec![&mut *select.operand],
+        Expr::List(list) => list.elements.iter_mut().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter_mut()
+            .flat_map(|entry| match &mut entry.expr {
+                EntryExpr::MapEntry(e) => vec![&mut e.key, &mut e.value],
+                EntryExpr::StructField(f) => vec![&mut f.value],
+            })
+            .collect(),
+        Expr::Struct(s) => s
+            .entries
+            .iter_mut()
+            .flat_map(|entry| match &mut entry.expr {
+                EntryExpr::MapEntry(e) => vec![&mut e.key, &mut e.value],
+                EntryExpr::StructField(f) => vec![&mut f.value],
+            })
+            .collect(),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
+/// The largest node id in `expr`.
+fn max_id(expr: &mut IdedExpr) -> u64 {
+    let mut max = expr.id;
+    for child in children(expr) {
+        max = max.max(max_id(child));
+    }
+    max
+}
+
+/// Gives every node of `expr` a fresh id.
+fn renumber(expr: &mut IdedExpr, next: &mut u64) {
+    expr.id = *next;
+    *next = next.saturating_add(1);
+    for child in children(expr) {
+        renumber(child, next);
+    }
+}
