@@ -2395,6 +2395,9 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("string", string_like_cel_go);
         ctx.add_function("split", split_like_cel_go);
         ctx.add_function("lists.range", lists_range);
+        ctx.add_function(macros::ALL_STEP, logic_step(false));
+        ctx.add_function(macros::EXISTS_STEP, logic_step(true));
+        ctx.add_function(macros::RESULT, logic_result);
         ctx.add_function(macros::ENTRIES, entries);
         ctx.add_function(macros::MAP_INSERT, map_insert);
         ctx.add_function(macros::MAP_MERGE, map_merge);
@@ -2694,6 +2697,77 @@ fn bool_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionE
             _ => Err(ftx.error("type conversion error from 'string' to 'bool'")),
         },
         _ => Err(no_overload(ftx, None, &[x])),
+    }
+}
+
+/// The accumulator of an `all` or `exists` after its predicate failed on an
+/// element: the first error, pending until a later element decides the
+/// result (`false` for `all`, `true` for `exists`) or the loop ends and
+/// [`logic_result`] raises it.
+#[derive(Debug)]
+struct PendingError(ExecutionError);
+
+impl kube_cel::cel::objects::OpaqueEq for PendingError {
+    fn opaque_eq(&self, _: &dyn kube_cel::cel::objects::Opaque) -> bool {
+        false
+    }
+}
+
+impl kube_cel::cel::objects::Opaque for PendingError {
+    fn runtime_type_name(&self) -> &str {
+        "katalog.PendingError"
+    }
+}
+
+fn pending_error(value: &Value) -> Option<&ExecutionError> {
+    match value {
+        Value::Opaque(o) => o.downcast_ref::<PendingError>().map(|p| &p.0),
+        _ => None,
+    }
+}
+
+/// The loop step of `all` ([`macros::ALL_STEP`], `decisive` false) and
+/// `exists` ([`macros::EXISTS_STEP`], `decisive` true): `accu && p` /
+/// `accu || p` as cel-go's logic absorbs errors. The predicate's value
+/// `decisive` decides; an error (or a value that is not a bool) is kept
+/// pending in the accumulator, the first one only. An error while the
+/// review's budget or deadline is spent is not absorbed: the evaluation
+/// ends with it.
+fn logic_step(decisive: bool) -> StrictFunction {
+    Box::new(move |ftx: &mut FunctionContext| {
+        let [accu, predicate] = ftx.args else {
+            return Err(ExecutionError::InvalidArgumentCount {
+                expected: 2,
+                actual: ftx.args.len(),
+            });
+        };
+        let accu = Value::resolve(accu, ftx.ptx)?;
+        if accu == Value::Bool(decisive) {
+            return Ok(accu);
+        }
+        let error = match Value::resolve(predicate, ftx.ptx) {
+            Ok(Value::Bool(b)) if b == decisive => return Ok(Value::Bool(b)),
+            Ok(Value::Bool(_)) => return Ok(accu),
+            Ok(_) => ExecutionError::NoSuchOverload,
+            Err(e) => e,
+        };
+        if crate::budget::charge(0).is_err() {
+            return Err(error);
+        }
+        if pending_error(&accu).is_some() {
+            return Ok(accu);
+        }
+        Ok(Value::Opaque(Arc::new(PendingError(error))))
+    })
+}
+
+/// The result of an `all` or `exists` ([`macros::RESULT`]): its bool, or
+/// the error pending in it.
+fn logic_result(ftx: &FunctionContext, accu: Value) -> Result<Value, ExecutionError> {
+    match (&accu, pending_error(&accu)) {
+        (Value::Bool(_), _) => Ok(accu),
+        (_, Some(error)) => Err(error.clone()),
+        _ => Err(no_overload(ftx, None, &[accu])),
     }
 }
 
@@ -3962,22 +4036,23 @@ mod tests {
         let flat = CelProgram::compile("self.a + 1 > 2").unwrap();
         assert_eq!((flat.cost(0), flat.cost(1_000_000)), (6, 6));
         let linear = CelProgram::compile("self.all(x, x > 1)").unwrap();
-        // 4 nodes outside the loop (the comprehension, `self`, its accumulator
-        // start and result), 7 per item.
-        assert_eq!((linear.cost(1), linear.cost(10)), (11, 74));
+        // 5 nodes outside the loop (the comprehension, `self`, its accumulator
+        // start and result, and the call that raises a pending error), 7 per
+        // item.
+        assert_eq!((linear.cost(1), linear.cost(10)), (12, 75));
         // A literal list counts its own items, not the input's.
         let literal = CelProgram::compile("[1, 2].all(x, self.all(y, x != y))").unwrap();
         // Linear, not quadratic: 2 outer items, each over the input.
-        assert_eq!((literal.cost(10), literal.cost(100)), (162, 1_422));
+        assert_eq!((literal.cost(10), literal.cost(100)), (165, 1_425));
         let quadratic = CelProgram::compile(
             "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))",
         )
         .unwrap();
-        assert_eq!(quadratic.cost(100), 131_006);
+        assert_eq!(quadratic.cost(100), 131_107);
         // Fits the default budget up to 276 containers.
         assert!(quadratic.cost(276) <= crate::budget::DEFAULT_CEL_COST_LIMIT);
-        assert_eq!(quadratic.cost(277), 1_000_253);
-        assert_eq!(quadratic.cost(5_000), 325_050_006);
+        assert_eq!(quadratic.cost(277), 1_000_531);
+        assert_eq!(quadratic.cost(5_000), 325_055_007);
         assert_eq!(quadratic.cost(u64::MAX), u64::MAX);
     }
 

@@ -1369,7 +1369,7 @@ fn a_review_over_the_cel_budget_is_denied_at_once_naming_the_rule() {
         let message = response["status"]["message"].as_str().unwrap();
         assert!(
             message.starts_with("denied by katalog: [quadratic] failed to evaluate the rule: ")
-                && message.contains("not evaluated: its estimated cost 325050006 is over the budget of 1000000 per evaluation (--cel-cost-limit), for a largest list or map of 5000 items"),
+                && message.contains("not evaluated: its estimated cost 325055007 is over the budget of 1000000 per evaluation (--cel-cost-limit), for a largest list or map of 5000 items"),
             "{message}"
         );
         eprintln!(
@@ -1706,7 +1706,7 @@ fn a_review_stopped_inline_is_answered_from_the_pool_and_closes_inline() {
     drop(h);
 
     // Stopped by the inline cost cap: over 100 containers one rule is
-    // estimated at 131,006, so the attempt stops before it runs, however
+    // estimated at 131,107, so the attempt stops before it runs, however
     // long the inline limit.
     let h = Harness::start("inline-capped", Some(&scratch.path("k.yaml")), |c| {
         c.inline_limit = Duration::from_secs(60);

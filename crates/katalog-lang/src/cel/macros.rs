@@ -16,6 +16,15 @@
 //!   `x` bound to `o.value()` by a comprehension over no items, as cel-go
 //!   binds it.
 //!
+//! * `all` and `exists` (of one variable or two) absorb errors as cel-go's
+//!   do: a predicate that fails on one element does not decide the result
+//!   when another element does (`[1, 2, 3].all(e, 6 / (2 - e) == 6)` is
+//!   `false`: the error at `e == 2` is absorbed by the `false` at `e ==
+//!   1`), and the first error is the result only when nothing decided it.
+//!   cel 0.13 stopped at the first error. Their loop step becomes
+//!   [`ALL_STEP`] / [`EXISTS_STEP`], which keep a pending error in the
+//!   accumulator, and their result [`RESULT`], which raises it.
+//!
 //! Nodes made here get fresh ids above every id of the parsed tree (the
 //! evaluator over JSON indexes calls by id), and an error in an expanded
 //! node is reported at the macro's call.
@@ -34,6 +43,15 @@ pub(super) const MAP_INSERT: &str = "@katalog_map_insert";
 /// `@katalog_map_merge(map, entries)`: `map` with the entries of the map
 /// `entries` added; a key already there is an error, as in cel-go.
 pub(super) const MAP_MERGE: &str = "@katalog_map_merge";
+
+/// `@katalog_all_step(accu, p)`: the step of `all`, `accu && p` with the
+/// error of `p` kept pending in the accumulator (registered by the parent
+/// module).
+pub(super) const ALL_STEP: &str = "@katalog_all_step";
+/// `@katalog_exists_step(accu, p)`: the step of `exists`, `accu || p`.
+pub(super) const EXISTS_STEP: &str = "@katalog_exists_step";
+/// `@katalog_result(accu)`: the accumulator's bool, or its pending error.
+pub(super) const RESULT: &str = "@katalog_result";
 
 /// Why a macro could not be expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +73,43 @@ fn walk(expr: &mut IdedExpr, next: &mut u64) -> Result<(), MacroError> {
     for child in children(expr) {
         walk(child, next)?;
     }
+    expand_call(expr, next)?;
+    if let Expr::Comprehension(c) = &mut expr.expr {
+        absorb_errors(c, next);
+    }
+    Ok(())
+}
+
+/// Makes an `all` or `exists` comprehension (the parser's or one made
+/// here) absorb errors as cel-go's does (see the module documentation).
+/// `@result` is a name only macros make.
+fn absorb_errors(c: &mut ComprehensionExpr, next: &mut u64) {
+    let is_result = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == "@result");
+    if c.accu_var != "@result" || !is_result(&c.result) {
+        return;
+    }
+    let Expr::Literal(LiteralValue::Boolean(init)) = &c.accu_init.expr else {
+        return;
+    };
+    let init = *init.inner();
+    let Expr::Call(step) = &mut c.loop_step.expr else {
+        return;
+    };
+    let step_name = match (step.func_name.as_str(), init) {
+        (operators::LOGICAL_AND, true) => ALL_STEP,
+        (operators::LOGICAL_OR, false) => EXISTS_STEP,
+        _ => return,
+    };
+    if step.target.is_some() || step.args.len() != 2 || !is_result(&step.args[0]) {
+        return;
+    }
+    step_name.clone_into(&mut step.func_name);
+    let accu = std::mem::take(&mut c.result);
+    let mut ids = Ids { next };
+    c.result = ids.call(RESULT, None, vec![accu]);
+}
+
+fn expand_call(expr: &mut IdedExpr, next: &mut u64) -> Result<(), MacroError> {
     let Expr::Call(call) = &mut expr.expr else {
         return Ok(());
     };

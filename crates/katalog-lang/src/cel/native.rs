@@ -108,6 +108,9 @@ const FUNCTIONS: &[(&str, bool, usize, Func)] = &[
     ("int", false, 1, Func::Int),
     ("dyn", false, 1, Func::Dyn),
     (super::macros::ENTRIES, false, 1, Func::Entries),
+    (super::macros::ALL_STEP, false, 2, Func::AllStep),
+    (super::macros::EXISTS_STEP, false, 2, Func::ExistsStep),
+    (super::macros::RESULT, false, 1, Func::LogicResult),
 ];
 
 /// A call, resolved once from its name ([`compile`]); `Unknown` for a node
@@ -156,6 +159,12 @@ pub(super) enum Func {
     Dyn,
     /// `@katalog_entries(x)` of the two-variable comprehensions.
     Entries,
+    /// The loop step of `all` (`@katalog_all_step`, errors given back).
+    AllStep,
+    /// The loop step of `exists`.
+    ExistsStep,
+    /// `@katalog_result`: the bool an `all` or `exists` ends with.
+    LogicResult,
     /// `x.?a...orValue(d)`: an optional chain, followed in one go.
     OrValueChain,
     /// `x.?a...hasValue()`.
@@ -907,6 +916,20 @@ fn call_function<'a>(func: Func, target: Option<V<'a>>, args: [Option<V<'a>>; 2]
         },
         (Func::Dyn, None) => arg(),
         (Func::Entries, None) => entries(arg()?),
+        // A predicate that failed, or gave something else than a bool, is
+        // given back: the interpreter keeps the error pending.
+        (Func::AllStep, None) => match (arg()?, arg()?) {
+            (V::Bool(a), V::Bool(b)) => Some(V::Bool(a && b)),
+            _ => None,
+        },
+        (Func::ExistsStep, None) => match (arg()?, arg()?) {
+            (V::Bool(a), V::Bool(b)) => Some(V::Bool(a || b)),
+            _ => None,
+        },
+        (Func::LogicResult, None) => match arg()? {
+            V::Bool(b) => Some(V::Bool(b)),
+            _ => None,
+        },
         _ => None,
     }
 }

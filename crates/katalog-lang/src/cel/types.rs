@@ -411,6 +411,8 @@ fn overloads(name: &str) -> &'static [Overload] {
         "slice" => &[(Some(List), &[I, I], R::Same)],
         "first" | "last" => &[(Some(List), &[], R::OptElem)],
         "int" => &[(None, &[Any], R::Int)],
+        // The result of `all` and `exists` (see `macros.rs`).
+        "@katalog_result" => &[(None, &[Any], R::Bool)],
         "bool" => &[(None, &[Any], R::Bool)],
         "double" => &[(None, &[Any], R::Double)],
         "string" => &[(None, &[Any], R::S)],
@@ -708,6 +710,19 @@ impl<'s> Checker<'_, 's> {
             (operators::LOGICAL_AND | operators::LOGICAL_OR, [a, b]) => {
                 if !bool_like(a) || !bool_like(b) {
                     self.no_overload(node, name, None, &args);
+                }
+                Type::Bool
+            }
+            // The steps `macros.rs` gives `all` and `exists`: `&&` and `||`
+            // that keep an error pending.
+            (super::macros::ALL_STEP | super::macros::EXISTS_STEP, [a, b]) => {
+                if !bool_like(a) || !bool_like(b) {
+                    let op = if name == super::macros::ALL_STEP {
+                        operators::LOGICAL_AND
+                    } else {
+                        operators::LOGICAL_OR
+                    };
+                    self.no_overload(node, op, None, &args);
                 }
                 Type::Bool
             }
@@ -1074,8 +1089,8 @@ fn macro_name(c: &ComprehensionExpr) -> &'static str {
         return "all";
     };
     match step.func_name.as_str() {
-        operators::LOGICAL_AND => "all",
-        operators::LOGICAL_OR => "exists",
+        operators::LOGICAL_AND | super::macros::ALL_STEP => "all",
+        operators::LOGICAL_OR | super::macros::EXISTS_STEP => "exists",
         operators::ADD => "map",
         operators::CONDITIONAL => match step.args.get(1).map(|a| &a.expr) {
             Some(Expr::Call(add))
