@@ -248,6 +248,28 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2_000, ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Over any text (operators, quotes, comments, unicode): the
+        /// rewrite never panics, keeps every byte offset and changes only
+        /// `!` and `-` into spaces, in pairs.
+        #[test]
+        fn the_rewrite_keeps_offsets_and_blanks_operators_in_pairs(
+            expr in "([-!=a-z0-9 .'\"`/\\\n()\\[\\]e+]|π|é){0,40}"
+        ) {
+            let once = lex(&expr).text.into_owned();
+            proptest::prop_assert_eq!(once.len(), expr.len());
+            for (a, b) in expr.bytes().zip(once.bytes()) {
+                proptest::prop_assert!(a == b || (b == b' ' && (a == b'!' || a == b'-')));
+            }
+            let blanked = expr.bytes().zip(once.bytes()).filter(|(a, b)| a != b).count();
+            proptest::prop_assert_eq!(blanked % 2, 0);
+        }
+    }
+
     #[test]
     fn the_first_backtick_outside_literals_is_found() {
         for (expr, want) in [
