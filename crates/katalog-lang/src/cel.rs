@@ -2395,6 +2395,12 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("string", string_like_cel_go);
         ctx.add_function("split", split_like_cel_go);
         ctx.add_function("lists.range", lists_range);
+        for accessor in TIMESTAMP_ACCESSORS {
+            ctx.add_function(accessor, timestamp_accessor(accessor));
+        }
+        ctx.add_function("indexOf", string_index_of(false));
+        ctx.add_function("lastIndexOf", string_index_of(true));
+        ctx.add_function("replace", replace_like_cel_go);
         ctx.add_function(macros::ALL_STEP, logic_step(false));
         ctx.add_function(macros::EXISTS_STEP, logic_step(true));
         ctx.add_function(macros::RESULT, logic_result);
@@ -2697,6 +2703,181 @@ fn bool_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionE
             _ => Err(ftx.error("type conversion error from 'string' to 'bool'")),
         },
         _ => Err(no_overload(ftx, None, &[x])),
+    }
+}
+
+/// The accessors of a timestamp, each with an optional time zone.
+const TIMESTAMP_ACCESSORS: [&str; 10] = [
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+];
+
+/// `<timestamp>.getHours([zone])` and the other [`TIMESTAMP_ACCESSORS`] as
+/// cel-go computes them: in UTC, or in `zone`, a time zone name
+/// (`'Australia/Sydney'`, from the bundled database as kube-apiserver
+/// embeds Go's) or an offset (`'+11:00'`, `'-02:30'`, `'02:00'`); cel 0.13
+/// ignored the zone. Months, days of the year and days of the month count
+/// from 0 (`getDate` from 1), days of the week from Sunday. A duration's
+/// accessors are cel's.
+fn timestamp_accessor(name: &'static str) -> StrictFunction {
+    Box::new(move |ftx: &mut FunctionContext| {
+        let args = ftx
+            .args
+            .iter()
+            .map(|arg| Value::resolve(arg, ftx.ptx))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(Value::Timestamp(t)) = &ftx.this else {
+            return call_registered(name, ftx.this.clone(), args);
+        };
+        let zone = match args.as_slice() {
+            [] => None,
+            [Value::String(zone)] => Some(zone.as_str()),
+            _ => return Err(no_overload(ftx, ftx.this.as_ref(), &args)),
+        };
+        let local = go_in_zone(t.timestamp(), t.timestamp_subsec_nanos(), zone)
+            .map_err(|message| ftx.error(message))?;
+        let value = match name {
+            "getFullYear" => i64::from(local.year()),
+            "getMonth" => i64::from(local.month()) - 1,
+            "getDayOfYear" => i64::from(local.day_of_year()) - 1,
+            "getDayOfMonth" => i64::from(local.day()) - 1,
+            "getDate" => i64::from(local.day()),
+            "getDayOfWeek" => i64::from(local.weekday().to_sunday_zero_offset()),
+            "getHours" => i64::from(local.hour()),
+            "getMinutes" => i64::from(local.minute()),
+            "getSeconds" => i64::from(local.second()),
+            _ => i64::from(local.subsec_nanosecond()) / 1_000_000,
+        };
+        Ok(Value::Int(value))
+    })
+}
+
+/// The civil time of the instant `seconds` + `nanos` in `zone` as cel-go's
+/// `timeZone` reads it: no zone is UTC; a name without `:` is a location
+/// (`''` is UTC); else `HOURS:MINUTES`, negative when it starts with `-`.
+fn go_in_zone(
+    seconds: i64,
+    nanos: u32,
+    zone: Option<&str>,
+) -> Result<jiff::civil::DateTime, String> {
+    use jiff::tz::{Offset, TimeZone};
+    let instant = jiff::Timestamp::new(seconds, i32::try_from(nanos).unwrap_or(0))
+        .map_err(|e| e.to_string())?;
+    let tz = match zone {
+        None | Some("" | "UTC") => TimeZone::UTC,
+        Some(name) => match name.split_once(':') {
+            None => TimeZone::get(name).map_err(|_| format!("unknown time zone {name}"))?,
+            Some((hours, minutes)) => {
+                let parse = |s: &str| {
+                    s.parse::<i32>()
+                        .map_err(|_| format!("strconv.Atoi: parsing {s:?}: invalid syntax"))
+                };
+                let (hours, minutes) = (parse(hours)?, parse(minutes)?);
+                let total = if name.starts_with('-') {
+                    hours * 60 - minutes
+                } else {
+                    hours * 60 + minutes
+                };
+                let offset = Offset::from_seconds(total.saturating_mul(60))
+                    .map_err(|_| format!("time zone offset out of range: {name}"))?;
+                TimeZone::fixed(offset)
+            }
+        },
+    };
+    Ok(instant.to_zoned(tz).datetime())
+}
+
+/// `<string>.indexOf(s[, offset])` and `<string>.lastIndexOf(s[, offset])`
+/// as cel-go's strings extension computes them, in code points: a
+/// negative offset is "index out of range", an offset at or past the end
+/// is `-1`, an empty search string is found at the offset (at the end for
+/// `lastIndexOf` without one); kube-cel searched from the start or the end
+/// whatever the offset. A list receiver is the lists library's `indexOf`.
+fn string_index_of(last: bool) -> StrictFunction {
+    let name = if last { "lastIndexOf" } else { "indexOf" };
+    Box::new(move |ftx: &mut FunctionContext| {
+        let args = ftx
+            .args
+            .iter()
+            .map(|arg| Value::resolve(arg, ftx.ptx))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(Value::String(text)) = &ftx.this else {
+            return call_registered(name, ftx.this.clone(), args);
+        };
+        let (search, offset) = match args.as_slice() {
+            [Value::String(search)] => (search, None),
+            [Value::String(search), Value::Int(offset)] => (search, Some(*offset)),
+            _ => return Err(no_overload(ftx, ftx.this.as_ref(), &args)),
+        };
+        go_index_of(text, search, offset, last)
+            .map(Value::Int)
+            .map_err(|message| ftx.error(message))
+    })
+}
+
+/// cel-go's `indexOfOffset` / `lastIndexOf` / `lastIndexOfOffset`.
+fn go_index_of(text: &str, search: &str, offset: Option<i64>, last: bool) -> Result<i64, String> {
+    let runes: Vec<char> = text.chars().collect();
+    let sub: Vec<char> = search.chars().collect();
+    let len = i64::try_from(runes.len()).unwrap_or(i64::MAX);
+    let sub_len = i64::try_from(sub.len()).unwrap_or(i64::MAX);
+    let offset = match (offset, last) {
+        (Some(offset), _) => offset,
+        (None, false) => 0,
+        (None, true) if sub.is_empty() => return Ok(len),
+        (None, true) if text.len() < search.len() => return Ok(-1),
+        (None, true) => len - 1,
+    };
+    if sub.is_empty() {
+        return Ok(offset);
+    }
+    if offset < 0 {
+        return Err(format!("index out of range: {offset}"));
+    }
+    if offset >= len {
+        return Ok(-1);
+    }
+    let matches_at =
+        |i: i64| usize::try_from(i).is_ok_and(|i| runes.get(i..i + sub.len()) == Some(&sub[..]));
+    if last {
+        let start = offset.min(len - sub_len);
+        Ok((0..=start).rev().find(|&i| matches_at(i)).unwrap_or(-1))
+    } else {
+        Ok((offset..len).find(|&i| matches_at(i)).unwrap_or(-1))
+    }
+}
+
+/// `<string>.replace(old, new[, n])` as Go's `strings.Replace`: at most
+/// `n` replacements, all of them when `n` is negative (kube-cel replaced
+/// none), none when it is 0.
+fn replace_like_cel_go(
+    ftx: &FunctionContext,
+    This(this): This<Value>,
+    Arguments(args): Arguments,
+) -> Result<Value, ExecutionError> {
+    let Value::String(text) = &this else {
+        return Err(no_overload(ftx, Some(&this), &args));
+    };
+    match args.as_slice() {
+        [Value::String(old), Value::String(new)] => {
+            Ok(Value::String(Arc::new(text.replace(old.as_str(), new))))
+        }
+        [Value::String(old), Value::String(new), Value::Int(n)] => {
+            let replaced = match usize::try_from(*n) {
+                Ok(n) => text.replacen(old.as_str(), new, n),
+                Err(_) => text.replace(old.as_str(), new),
+            };
+            Ok(Value::String(Arc::new(replaced)))
+        }
+        _ => Err(no_overload(ftx, Some(&this), &args)),
     }
 }
 
