@@ -65,6 +65,7 @@
 //! so object keys of a result come back sorted lexicographically rather than
 //! in their input order.
 
+mod ast;
 mod macros;
 mod native;
 pub mod types;
@@ -1644,7 +1645,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> InterpreterPanic {
 fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     let lexed = unary::lex(expr);
     if let Some(at) = lexed.backtick {
-        let (at, snippet) = caret_at(expr, at);
+        let (at, snippet) = types::caret_at(expr, at);
         return Err(CompileFailure::QuotedIdentifier { at, snippet });
     }
     let mut ast = Parser::new()
@@ -1744,37 +1745,8 @@ fn unknown_function(expr: &IdedExpr) -> Option<String> {
 /// Calls `f` on every node of `expr`, parents first.
 fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
     f(expr);
-    match &expr.expr {
-        Expr::Select(select) => visit(&select.operand, f),
-        Expr::Call(call) => {
-            if let Some(target) = &call.target {
-                visit(target, f);
-            }
-            for arg in &call.args {
-                visit(arg, f);
-            }
-        }
-        Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(e) = &entry.expr {
-                    visit(&e.key, f);
-                    visit(&e.value, f);
-                }
-            }
-        }
-        Expr::Comprehension(c) => {
-            for e in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                visit(e, f);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    for child in ast::children(expr) {
+        visit(child, f);
     }
 }
 
@@ -1842,20 +1814,7 @@ fn caret_at_call(source: &str, name: &str) -> (String, String) {
         }
         i += 1;
     }
-    caret_at(source, at.unwrap_or(0))
-}
-
-/// The place of byte offset `at` of `source` as cel-go prints it
-/// (`<input>:LINE:COL`, the column in characters) and its line with a caret.
-fn caret_at(source: &str, at: usize) -> (String, String) {
-    let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
-    let line_end = source[at..].find('\n').map_or(source.len(), |n| at + n);
-    let line = source[..at].matches('\n').count() + 1;
-    let col = source[line_start..at].chars().count() + 1;
-    (
-        format!("<input>:{line}:{col}"),
-        format!("| {}\n| {:.>col$}", &source[line_start..line_end], "^"),
-    )
+    types::caret_at(source, at.unwrap_or(0))
 }
 
 /// Namespaces of the functions registered as `NAMESPACE.name`.
@@ -1931,50 +1890,17 @@ fn walk_identifiers(expr: &IdedExpr, scope: &mut Vec<String>, out: &mut Vec<Stri
 
 fn walk_variables(expr: &IdedExpr, out: &mut Vec<String>) {
     let is_variables = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == "variables");
-    match &expr.expr {
-        Expr::Select(select) => {
-            if is_variables(&select.operand) {
-                push_once(out, &select.field);
-            }
-            walk_variables(&select.operand, out);
-        }
-        Expr::Call(call) => {
-            if call.target.is_none()
-                && call.args.len() == 2
-                && is_variables(&call.args[0])
-                && let Expr::Literal(LiteralValue::String(name)) = &call.args[1].expr
-            {
+    visit(expr, &mut |e| match &e.expr {
+        Expr::Select(select) if is_variables(&select.operand) => push_once(out, &select.field),
+        Expr::Call(call)
+            if call.target.is_none() && call.args.len() == 2 && is_variables(&call.args[0]) =>
+        {
+            if let Expr::Literal(LiteralValue::String(name)) = &call.args[1].expr {
                 push_once(out, name.as_ref());
             }
-            if let Some(target) = &call.target {
-                walk_variables(target, out);
-            }
-            for arg in &call.args {
-                walk_variables(arg, out);
-            }
         }
-        Expr::List(list) => list.elements.iter().for_each(|e| walk_variables(e, out)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(e) = &entry.expr {
-                    walk_variables(&e.key, out);
-                    walk_variables(&e.value, out);
-                }
-            }
-        }
-        Expr::Comprehension(c) => {
-            for e in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                walk_variables(e, out);
-            }
-        }
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Struct(_) | Expr::Unspecified => {}
-    }
+        _ => {}
+    });
 }
 
 /// How each identifier is used: only by field (the fields), or otherwise
@@ -2484,16 +2410,21 @@ fn greatest_least_accepts(this: Option<&Value>, args: &[Value]) -> bool {
 /// `accepts`, then the call run as cel and kube-cel registered it.
 fn strict(name: &'static str, accepts: fn(Option<&Value>, &[Value]) -> bool) -> StrictFunction {
     Box::new(move |ftx: &mut FunctionContext| {
-        let args = ftx
-            .args
-            .iter()
-            .map(|arg| Value::resolve(arg, ftx.ptx))
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = resolved_args(ftx)?;
         if !accepts(ftx.this.as_ref(), &args) {
             return Err(no_overload(ftx, ftx.this.as_ref(), &args));
         }
         call_registered(name, ftx.this.clone(), args)
     })
+}
+
+/// The arguments of a call, evaluated (for a function that reads its own
+/// [`FunctionContext`]: cel hands it the expressions).
+fn resolved_args(ftx: &FunctionContext) -> Result<Vec<Value>, ExecutionError> {
+    ftx.args
+        .iter()
+        .map(|arg| Value::resolve(arg, ftx.ptx))
+        .collect()
 }
 
 /// What cel's `Context::add_function` takes for a function that reads its
@@ -2729,11 +2660,7 @@ const TIMESTAMP_ACCESSORS: [&str; 10] = [
 /// accessors are cel's.
 fn timestamp_accessor(name: &'static str) -> StrictFunction {
     Box::new(move |ftx: &mut FunctionContext| {
-        let args = ftx
-            .args
-            .iter()
-            .map(|arg| Value::resolve(arg, ftx.ptx))
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = resolved_args(ftx)?;
         let Some(Value::Timestamp(t)) = &ftx.this else {
             return call_registered(name, ftx.this.clone(), args);
         };
@@ -2804,11 +2731,7 @@ fn go_in_zone(
 fn string_index_of(last: bool) -> StrictFunction {
     let name = if last { "lastIndexOf" } else { "indexOf" };
     Box::new(move |ftx: &mut FunctionContext| {
-        let args = ftx
-            .args
-            .iter()
-            .map(|arg| Value::resolve(arg, ftx.ptx))
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = resolved_args(ftx)?;
         let Some(Value::String(text)) = &ftx.this else {
             return call_registered(name, ftx.this.clone(), args);
         };

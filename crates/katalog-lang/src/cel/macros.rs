@@ -30,8 +30,10 @@
 //! node is reported at the macro's call.
 
 use kube_cel::cel::IdedExpr;
+
+use super::ast::children_mut as children;
 use kube_cel::cel::common::ast::{
-    CallExpr, ComprehensionExpr, EntryExpr, Expr, ListExpr, LiteralValue, MapExpr, operators,
+    CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue, MapExpr, operators,
 };
 
 /// `@katalog_entries(range)`: `[[index, element], ...]` of a list,
@@ -378,44 +380,6 @@ fn substitute(expr: &mut IdedExpr, names: &[(&str, i64)], element: &str, ids: &m
     }
     for child in children(expr) {
         substitute(child, names, element, ids);
-    }
-}
-
-/// The direct children of `expr`.
-fn children(expr: &mut IdedExpr) -> Vec<&mut IdedExpr> {
-    match &mut expr.expr {
-        Expr::Call(call) => call
-            .target
-            .as_deref_mut()
-            .into_iter()
-            .chain(call.args.iter_mut())
-            .collect(),
-        Expr::Comprehension(c) => vec![
-            &mut c.iter_range,
-            &mut c.accu_init,
-            &mut c.loop_cond,
-            &mut c.loop_step,
-            &mut c.result,
-        ],
-        Expr::Select(select) => vec![&mut *select.operand],
-        Expr::List(list) => list.elements.iter_mut().collect(),
-        Expr::Map(map) => map
-            .entries
-            .iter_mut()
-            .flat_map(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(e) => vec![&mut e.key, &mut e.value],
-                EntryExpr::StructField(f) => vec![&mut f.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
-            .iter_mut()
-            .flat_map(|entry| match &mut entry.expr {
-                EntryExpr::MapEntry(e) => vec![&mut e.key, &mut e.value],
-                EntryExpr::StructField(f) => vec![&mut f.value],
-            })
-            .collect(),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
     }
 }
 

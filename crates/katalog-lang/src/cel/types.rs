@@ -801,53 +801,29 @@ impl<'s> Checker<'_, 's> {
                     (true, Type::Optional(inner)) => (**inner).clone(),
                     _ => base.clone(),
                 };
-                let t = match (&call.args[1].expr, &base) {
-                    (Expr::Literal(LiteralValue::String(f)), _) => {
-                        self.field(node, &base, f, optional)
-                    }
-                    (_, Type::List(elem)) => {
-                        if !matches!(key, Type::Int | Type::Uint | Type::Dyn) {
-                            self.no_overload(
-                                node,
-                                operators::INDEX,
-                                None,
-                                &[base.clone(), key.clone()],
-                            );
-                        }
-                        (**elem).clone()
-                    }
-                    (_, Type::Map(k, v)) => {
-                        if !comparable(key, k) {
-                            self.no_overload(
-                                node,
-                                operators::INDEX,
-                                None,
-                                &[base.clone(), key.clone()],
-                            );
-                        }
-                        (**v).clone()
-                    }
-                    (_, Type::Object { .. }) => {
-                        if !comparable(key, &Type::String) {
-                            self.no_overload(
-                                node,
-                                operators::INDEX,
-                                None,
-                                &[base.clone(), key.clone()],
-                            );
-                        }
-                        Type::Dyn
-                    }
-                    (_, Type::Dyn) => Type::Dyn,
-                    _ => {
+                let t = if let Expr::Literal(LiteralValue::String(f)) = &call.args[1].expr {
+                    self.field(node, &base, f, optional)
+                } else {
+                    // The key each container takes, and what it gives.
+                    let (ok, t) = match &base {
+                        Type::List(elem) => (
+                            matches!(key, Type::Int | Type::Uint | Type::Dyn),
+                            (**elem).clone(),
+                        ),
+                        Type::Map(k, v) => (comparable(key, k), (**v).clone()),
+                        Type::Object { .. } => (comparable(key, &Type::String), Type::Dyn),
+                        Type::Dyn => (true, Type::Dyn),
+                        _ => (false, Type::Dyn),
+                    };
+                    if !ok {
                         self.no_overload(
                             node,
                             operators::INDEX,
                             None,
                             &[base.clone(), key.clone()],
                         );
-                        Type::Dyn
                     }
+                    t
                 };
                 if optional {
                     Type::Optional(Box::new(t))
@@ -957,7 +933,7 @@ pub fn whole_expression_error(source: &str, message: &str) -> String {
 
 /// `<input>:LINE:COL` of the byte `at` of `source`, and its line with a
 /// caret under it, as the parser shows a position.
-fn caret_at(source: &str, at: usize) -> (String, String) {
+pub(super) fn caret_at(source: &str, at: usize) -> (String, String) {
     let at = at.min(source.len());
     let line_start = source[..at].rfind('\n').map_or(0, |n| n + 1);
     let line_end = source[at..].find('\n').map_or(source.len(), |n| at + n);
