@@ -235,7 +235,10 @@ pub fn check(
                 .filter(|ns| !excluded.contains(ns))
                 .filter(|ns| {
                     matcher.namespaces_include.is_empty()
-                        || matcher.namespaces_include.iter().any(|n| n == ns)
+                        || matcher
+                            .namespaces_include
+                            .iter()
+                            .any(|p| crate::admission::namespace_matches(p, ns))
                 })
                 .collect();
             if beyond_katalog && !open.is_empty() {
@@ -328,6 +331,29 @@ mod tests {
             fail[0].starts_with("k.yaml:13:9: validation `nodes` is fail-closed"),
             "{fail:?}"
         );
+    }
+
+    /// A `match.namespaces` glob matches a protected namespace as it
+    /// matches at evaluation (`team-*` is open in `team-a`).
+    #[test]
+    fn namespace_globs_are_matched_against_the_protected_namespaces() {
+        let ceiling = Ceiling {
+            protected_namespaces: vec!["team-a".into()],
+            ..Ceiling::default()
+        };
+        let open = |ns: &str| {
+            findings("Fail", ns, &ceiling)
+                .into_iter()
+                .filter(|f| {
+                    f.contains("mutation `team` is fail-closed (failurePolicy Fail) in team-a")
+                })
+                .count()
+        };
+        assert_eq!(open("team-*"), 1);
+        assert_eq!(open("'*-a'"), 1);
+        assert_eq!(open("team-a"), 1);
+        assert_eq!(open("apps"), 0);
+        assert_eq!(open("team-b*"), 0);
     }
 
     #[test]
