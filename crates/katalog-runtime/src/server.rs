@@ -550,28 +550,31 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
         .conversion_objects
         .get_or_create(&key)
         .observe(count as f64);
+    // A resource or a version the Katalog does not declare is not from the
+    // apiserver (it sends only what a CRD points here): its failure text
+    // names what the sender chose, so the stats keep a fixed text instead.
     let message = request.failure.as_deref().unwrap_or("");
+    let chosen_by_sender =
+        !names.declared || from == crate::labels::OTHER || to == crate::labels::OTHER;
+    let shown = if chosen_by_sender {
+        UNDECLARED
+    } else {
+        message
+    };
+    state.stats.record(
+        &format!("conversion {group}/{kind}"),
+        elapsed.as_secs_f64() * 1000.0,
+        failed.then_some(shown),
+    );
     if !names.declared {
-        // Not from the apiserver (it sends only what a CRD points here):
-        // counted, logged at DEBUG only, and its stats entry keeps no text
-        // the sender chose.
+        // Counted, and logged at DEBUG only.
         state.metrics.undeclared.convert.inc();
-        state.stats.record(
-            &format!("conversion {group}/{kind}"),
-            elapsed.as_secs_f64() * 1000.0,
-            failed.then_some(UNDECLARED),
-        );
         tracing::debug!(
             uid = request.uid.as_str(),
             detail = message,
             "conversion review of a resource the Katalog does not declare"
         );
     } else {
-        state.stats.record(
-            &format!("conversion {group}/{kind}"),
-            elapsed.as_secs_f64() * 1000.0,
-            failed.then_some(message),
-        );
         tracing::info!(
             uid = request.uid.as_str(),
             kind,
@@ -581,7 +584,7 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
             objects = count,
             spliced = request.spliced,
             result = if failed { "Failure" } else { "Success" },
-            detail = if failed { message } else { "" },
+            detail = if failed { shown } else { "" },
             duration_ms = elapsed.as_secs_f64() * 1000.0,
             "conversion review"
         );

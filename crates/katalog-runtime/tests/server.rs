@@ -1196,9 +1196,11 @@ fn undeclared_resources_add_no_metric_series_and_no_stats_entries() {
     ] {
         assert!(text.contains(line), "{line} in {text}");
     }
-    // The stats keep no text the sender chose.
+    // The stats keep no text the sender chose: neither its groups nor the
+    // versions it asked a declared resource for.
     let stats = serde_json::to_string(&state.stats.snapshot()).unwrap();
     assert!(!stats.contains("evil"), "{stats}");
+    assert!(!stats.contains("x997"), "{stats}");
 }
 
 /// Open `n` TCP connections that never send a ClientHello (each connect
