@@ -1,4 +1,7 @@
 //! `katalog`: check, convert and review offline with the same IR the server runs.
+// Everything printed goes through `out!`/`err!` (buffered, ordered, safe on
+// a closed pipe); the lints catch a `println!` or `eprint!` that would not.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -88,6 +91,28 @@ pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
         return;
     }
     if let Err(e) = STDOUT.with(|o| o.borrow_mut().write_fmt(args)) {
+        stdout_failed(e);
+    }
+}
+
+/// [`write_out`] of bytes as they are (the server's answer, byte for byte).
+pub(crate) fn write_out_bytes(bytes: &[u8]) {
+    use std::io::Write as _;
+    #[cfg(test)]
+    {
+        let captured = CAPTURE.with(|c| {
+            c.borrow_mut()
+                .as_mut()
+                .map(|buf| buf.push_str(&String::from_utf8_lossy(bytes)))
+        });
+        if captured.is_some() {
+            return;
+        }
+    }
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().write_all(bytes)) {
         stdout_failed(e);
     }
 }
@@ -1124,7 +1149,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                             None,
                         );
                         if ceiling.is_some() && !over.is_empty() {
-                            eprint!("{}", katalog_lang::Diagnostics(over).render());
+                            err!("{}", katalog_lang::Diagnostics(over).render());
                             worst = worst.max(NO);
                             continue;
                         }
@@ -1495,12 +1520,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     .bytes
             };
             if matches!(output, Output::Json) {
-                let mut stdout = std::io::stdout().lock();
-                if let Err(e) = std::io::Write::write_all(&mut stdout, &bytes)
-                    .and_then(|()| std::io::Write::flush(&mut stdout))
-                {
-                    stdout_failed(e);
-                }
+                write_out_bytes(&bytes);
                 return Ok(());
             }
             let response = katalog_lang::json::node::parse_value(&bytes)
