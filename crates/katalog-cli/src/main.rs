@@ -2137,7 +2137,9 @@ fn check_to(ir: &Ir, to: &str) -> Result<(), Exit> {
                 .map(move |v| format!("{}/{}", r.group, v.name))
         })
         .collect();
-    known.dedup();
+    // Each once, in the Katalog's order (two kinds of a group share versions).
+    let mut seen = std::collections::HashSet::new();
+    known.retain(|v| seen.insert(v.clone()));
     Err(Exit(
         format!(
             "error: --to {to}: no resource of the Katalog has this version (it has {})",
@@ -2443,6 +2445,20 @@ mod tests {
         let err = super::desired_api_version(&ir, &serde_json::json!({}), "v2").unwrap_err();
         assert_eq!(err, super::NoApiVersion);
         assert_eq!(err.to_string(), "the object has no apiVersion");
+    }
+
+    /// `--to` a version no resource has lists each known version once, in
+    /// order, though two kinds of a group share them.
+    #[test]
+    fn an_unknown_to_version_lists_each_known_version_once() {
+        let text = "apiVersion: katalog.dev/v1alpha1\nkind: Katalog\nmetadata: {name: k}\nspec:\n  resources:\n    - {group: a.example.com, kind: A, plural: as, hub: v1, versions: [v1, v2]}\n    - {group: b.example.com, kind: C, plural: cs, hub: v1, versions: [v1]}\n    - {group: a.example.com, kind: B, plural: bs, hub: v1, versions: [v1, v2]}\n";
+        let ir = katalog_lang::compile_sources(&[katalog_lang::Source::new("k.yaml", text)])
+            .expect("compiles");
+        let super::Exit(message, _) = super::check_to(&ir, "v9").unwrap_err();
+        assert_eq!(
+            message,
+            "error: --to v9: no resource of the Katalog has this version (it has a.example.com/v1, a.example.com/v2, b.example.com/v1)"
+        );
     }
 
     /// `katalog --help` and every command's help fit the terminal: no
