@@ -45,20 +45,6 @@ fn katalog(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>) {
     (out.status.code().unwrap_or(-1), out.stdout)
 }
 
-/// A double as Go's encoding/json writes it (what the apiserver sends).
-fn go_float(f: f64) -> String {
-    let a = f.abs();
-    if a != 0.0 && !(1e-6..1e21).contains(&a) {
-        let e = format!("{f:e}");
-        let (mantissa, exp) = e.split_once('e').unwrap();
-        let exp: i32 = exp.parse().unwrap();
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{}", exp.abs())
-    } else {
-        format!("{f}")
-    }
-}
-
 /// Random finite doubles: any bit pattern, subnormals, and the edges.
 fn double(rng: &mut Rng, i: usize) -> f64 {
     const EDGES: [f64; 8] = [
@@ -129,7 +115,7 @@ fn check(cases: &[(f64, String)], objects: &[Value], how: &str) {
                 got.map(f64::to_bits),
                 Some(f.to_bits()),
                 "{how}: {pointer} of {} came back as {got:?}",
-                go_float(*f)
+                katalog_lang::fuzz::go_json_float(*f)
             );
         }
         for pointer in ["/spec/total", "/spec/other/i"] {
@@ -153,7 +139,7 @@ fn katalog_convert_keeps_every_number() {
     let cases = cases(35);
     let objects: Vec<String> = cases
         .iter()
-        .map(|(f, count)| sample(&go_float(*f), count))
+        .map(|(f, count)| sample(&katalog_lang::fuzz::go_json_float(*f), count))
         .collect();
     let input = format!("[{}]", objects.join(","));
     let args = ["convert", "--katalog", KATALOG, "--to", "v2", "-o"];
@@ -181,7 +167,7 @@ fn katalog_review_answers_with_the_servers_bytes() {
     let cases = cases(10);
     let objects: Vec<String> = cases
         .iter()
-        .map(|(f, count)| sample(&go_float(*f), count))
+        .map(|(f, count)| sample(&katalog_lang::fuzz::go_json_float(*f), count))
         .collect();
     let conversion = format!(
         r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"u","desiredAPIVersion":"numbers.example.com/v2","objects":[{}]}}}}"#,

@@ -28,6 +28,23 @@ use crate::ir::{Ir, ResourceIr, RuleId};
 use crate::path::{Path, Segment};
 use crate::schema::{ListType, Opacity, SchemaNode};
 
+/// A double as Go's encoding/json writes it (what the apiserver sends):
+/// shortest digits, positional from 1e-6 to 1e21, else `1.5e+300`, `5e-324`.
+/// For generated inputs (the number tests write objects the way the
+/// apiserver would).
+pub fn go_json_float(f: f64) -> String {
+    let a = f.abs();
+    if a != 0.0 && !(1e-6..1e21).contains(&a) {
+        let e = format!("{f:e}");
+        let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{}", exp.abs())
+    } else {
+        format!("{f}")
+    }
+}
+
 /// SplitMix64: small, fast, and good enough to drive a generator.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
@@ -741,18 +758,6 @@ pub fn differences(a: &Value, b: &Value) -> Vec<Path> {
     out
 }
 
-/// Whether two paths name overlapping subtrees, `[*]` matching any index.
-fn touches(rule_path: &Path, path: &Path) -> bool {
-    rule_path
-        .segments()
-        .iter()
-        .zip(path.segments())
-        .all(|(r, p)| match (r, p) {
-            (Segment::Wildcard, Segment::Index(_)) => true,
-            _ => r == p,
-        })
-}
-
 /// The rules of `spoke` (forEach bodies included) that name one of `paths`,
 /// or the rule a failure names.
 fn responsible(
@@ -800,7 +805,7 @@ fn responsible(
             );
             let hit = named
                 .chain(stashes.then(|| stash.clone()))
-                .any(|rp| paths.iter().any(|p| touches(&rp, p)));
+                .any(|rp| paths.iter().any(|p| rp.meets(p)));
             let line = format!("{}: {}", rule.origin, rule.op);
             if hit && !out.contains(&line) {
                 out.push(line);

@@ -118,21 +118,6 @@ fn numbers_katalog() -> katalog_lang::Ir {
     compile_sources(&[Source::new(path.display().to_string(), text)]).unwrap()
 }
 
-/// A double as Go's encoding/json writes it (what the apiserver sends):
-/// shortest digits, positional from 1e-6 to 1e21, else `1.5e+300`, `5e-324`.
-fn go_float(f: f64) -> String {
-    let a = f.abs();
-    if a != 0.0 && !(1e-6..1e21).contains(&a) {
-        let e = format!("{f:e}");
-        let (mantissa, exp) = e.split_once('e').unwrap();
-        let exp: i32 = exp.parse().unwrap();
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{}", exp.abs())
-    } else {
-        format!("{f}")
-    }
-}
-
 /// A double and the text it is written as: as Go writes it, as serde_json
 /// writes it, with all 17 significant digits, or with more digits than a
 /// double holds (which still name one double, the correctly rounded one).
@@ -155,7 +140,7 @@ fn double() -> impl Strategy<Value = (f64, String)> {
         .prop_map(|(bits, form)| {
             let f = f64::from_bits(bits);
             let text = match form {
-                0 => go_float(f),
+                0 => katalog_lang::fuzz::go_json_float(f),
                 1 => serde_json::to_string(&f).unwrap(),
                 2 => format!("{f:.16e}"),
                 _ => format!("{f:.30e}"),
