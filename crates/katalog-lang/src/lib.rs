@@ -167,14 +167,8 @@ fn load_with_crds(
         let result = if live {
             read_crd(&reference)
         } else {
-            // `crds.yaml` and `./crds.yaml` are one file.
-            let path = reference
-                .path()
-                .components()
-                .filter(|c| *c != std::path::Component::CurDir)
-                .collect();
             already
-                .entry(path)
+                .entry(reference.key())
                 .or_insert_with(|| read_crd(&reference))
                 .clone()
         };

@@ -584,6 +584,16 @@ impl CrdReference {
             .unwrap_or(std::path::Path::new(""));
         base.join(&self.crd)
     }
+
+    /// [`CrdReference::path`] without its `.` parts: the one key of a file
+    /// or directory however it is named (`crds.yaml` and `./crds.yaml` are
+    /// one), for reading each once.
+    pub fn key(&self) -> std::path::PathBuf {
+        self.path()
+            .components()
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect()
+    }
 }
 
 /// Every `crd:` key of the loaded documents, in source order.

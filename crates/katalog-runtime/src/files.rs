@@ -192,11 +192,7 @@ fn distinct_crd_references(sources: &[Source]) -> Vec<(PathBuf, CrdReference)> {
     let mut out: Vec<(PathBuf, CrdReference)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for reference in katalog_lang::load::crd_references(&loaded) {
-        let path: PathBuf = reference
-            .path()
-            .components()
-            .filter(|c| *c != std::path::Component::CurDir)
-            .collect();
+        let path = reference.key();
         if seen.insert(path.clone()) {
             out.push((path, reference));
         }
