@@ -169,18 +169,6 @@ impl Katalog {
         format!("https://{}", self.addr)
     }
 
-    /// `GET /katalog` presenting a client certificate (for `--client-ca`).
-    pub fn stats_with_client(&self, cert_pem: &str, key_pem: &str) -> Value {
-        katalog_runtime::client::HttpsClient::new(self.addr, ca().ca_pem().as_bytes(), "localhost")
-            .expect("a client")
-            .with_client_cert(cert_pem.as_bytes(), key_pem.as_bytes())
-            .expect("a client certificate")
-            .get("/katalog")
-            .expect("GET /katalog")
-            .json()
-            .expect("JSON stats")
-    }
-
     /// The server's own counters (what `GET /katalog` answers, which the
     /// HTTPS port serves only behind `--client-ca`).
     pub fn stats(&self) -> Value {

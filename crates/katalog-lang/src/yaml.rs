@@ -88,15 +88,6 @@ impl Limits {
         }
     }
 
-    /// serde-saphyr's default budget, for text from an untrusted client.
-    pub fn untrusted() -> Limits {
-        let budget = serde_saphyr::Budget::default();
-        Limits {
-            nodes: budget.max_nodes,
-            depth: budget.max_depth,
-        }
-    }
-
     /// Raise (or lower) the nodes every later [`Limits::files`] allows in
     /// this process: what `--yaml-max-nodes` sets.
     pub fn set_file_max_nodes(nodes: usize) {

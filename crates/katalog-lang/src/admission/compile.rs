@@ -272,28 +272,36 @@ impl<'a> Ctx<'a> {
         (self.diags.len() == before).then_some(prog)
     }
 
+    /// The declared resources the rule selects, each with its CRD at the
+    /// rule's version (those whose CRD or version is not known are left out).
+    fn target_crd_versions(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            &'a ResourceIr,
+            &super::DeclaredTarget,
+            &'a crate::schema::CrdVersion,
+        ),
+    > {
+        let (resources, schemas) = (self.resources, self.schemas);
+        self.targets.iter().filter_map(move |t| {
+            let r = resources
+                .iter()
+                .find(|r| r.group == t.group && r.plural == t.plural)?;
+            let v = schemas.crd(&r.group, &r.kind)?.version(&t.version)?;
+            Some((r, t, v))
+        })
+    }
+
     /// The schemas the rule's objects have: each declared resource's CRD at
     /// the rule's version (its unknown fields are reported by the
     /// selection checks), then each built-in kind's.
     fn object_schemas(&self) -> Vec<(&'a crate::schema::SchemaNode, bool)> {
-        let schemas: &'a crate::schema::Schemas = self.schemas;
-        let mut out: Vec<(&'a crate::schema::SchemaNode, bool)> = Vec::new();
-        for t in &self.targets {
-            let Some(r) = self
-                .resources
-                .iter()
-                .find(|r| r.group == t.group && r.plural == t.plural)
-            else {
-                continue;
-            };
-            if let Some(schema) = schemas
-                .crd(&r.group, &r.kind)
-                .and_then(|c| c.version(&t.version))
-                .and_then(|v| v.schema.as_ref())
-            {
-                out.push((schema, true));
-            }
-        }
+        let mut out: Vec<(&'a crate::schema::SchemaNode, bool)> = self
+            .target_crd_versions()
+            .filter_map(|(_, _, v)| v.schema.as_ref())
+            .map(|schema| (schema, true))
+            .collect();
         out.extend(self.builtin.iter().map(|k| (k.schema(), false)));
         out
     }
@@ -518,19 +526,8 @@ impl Ctx<'_> {
     /// resource the rule selects (its CRD's `specReplicasPath` at the
     /// rule's version), else `spec.replicas`.
     fn scale_replicas(&self) -> Path {
-        self.targets
-            .iter()
-            .find_map(|t| {
-                let r = self
-                    .resources
-                    .iter()
-                    .find(|r| r.group == t.group && r.plural == t.plural)?;
-                self.schemas
-                    .crd(&r.group, &r.kind)?
-                    .version(&t.version)?
-                    .scale_replicas
-                    .clone()
-            })
+        self.target_crd_versions()
+            .find_map(|(_, _, v)| v.scale_replicas.clone())
             .unwrap_or_else(|| Path::root().child("spec").child("replicas"))
     }
 
@@ -538,20 +535,8 @@ impl Ctx<'_> {
     /// hold `path` (from the object's root): a message and a help each.
     fn schema_problems(&self, path: &Path) -> Vec<(String, String)> {
         let mut problems = Vec::new();
-        for t in &self.targets {
-            let Some(r) = self
-                .resources
-                .iter()
-                .find(|r| r.group == t.group && r.plural == t.plural)
-            else {
-                continue;
-            };
-            let Some(schema) = self
-                .schemas
-                .crd(&r.group, &r.kind)
-                .and_then(|c| c.version(&t.version))
-                .and_then(|v| v.schema.as_ref())
-            else {
+        for (r, t, v) in self.target_crd_versions() {
+            let Some(schema) = v.schema.as_ref() else {
                 continue;
             };
             let version = format!("{} {}", r.kind, t.version);
