@@ -271,6 +271,42 @@ fn pod_review(image: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// A webhook group id the Katalog does not have (a webhook registered
+/// before a reload) gets every rule of its endpoint, and is counted.
+#[test]
+fn an_unknown_webhook_group_gets_every_rule_and_is_counted() {
+    let scratch = Scratch::new("unknown-group");
+    std::fs::write(scratch.path("k.yaml"), ADMISSION_KATALOG).unwrap();
+    let h = Harness::start("unknown-group", Some(&scratch.path("k.yaml")), |_| {});
+    let mut c = h.client();
+    for _ in 0..2 {
+        let r = c
+            .post_json("/validate/nope", &pod_review("docker.io/app"))
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(r["response"]["allowed"], false, "{r}");
+        assert!(
+            r["response"]["status"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("[internal-images]"),
+            "{r}"
+        );
+    }
+    let r = c
+        .post_json("/mutate/gone", &pod_review("docker.io/app"))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(r["response"]["patchType"], "JSONPatch", "{r}");
+    let metrics = c.get("/metrics").unwrap().text();
+    assert!(
+        metrics.contains("katalog_unknown_webhook_groups_total 3"),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn admission_allows_denies_and_patches() {
     let scratch = Scratch::new("admission-katalog");
