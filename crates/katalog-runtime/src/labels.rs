@@ -14,15 +14,6 @@ use katalog_lang::admission::known;
 /// The one label value of everything the Katalog does not declare.
 pub const OTHER: &str = "other";
 
-/// What the protection endpoints are registered for besides the declared
-/// resources: CRDs and the engine's own Deployment, Service and Secret.
-const PROTECTION_BUILTINS: [(&str, &str); 4] = [
-    ("apiextensions.k8s.io", "customresourcedefinitions"),
-    ("apps", "deployments"),
-    ("", "services"),
-    ("", "secrets"),
-];
-
 /// The label values a loaded Katalog allows, computed once per load.
 #[derive(Debug, Default)]
 pub struct Declared {
@@ -36,6 +27,11 @@ pub struct Declared {
     named: BTreeMap<String, BTreeSet<(String, String)>>,
     /// Every resource pattern of a validation or mutation.
     patterns: Vec<ResourcePattern>,
+    /// What deletion protection registers for besides the declared
+    /// resources, as `registration` does: the CRDs (`crds: true`, when
+    /// protection is on) and the engine's own objects (`enabled: true`), by
+    /// (group, resource).
+    protected: Vec<(String, String)>,
 }
 
 /// The labels of one conversion review.
@@ -93,6 +89,23 @@ impl Declared {
                 }
                 declared.patterns.push(p);
             }
+        }
+        let security = &ir.admission.security;
+        let deletion = &security.deletion;
+        let active = deletion.enabled || security.protected.iter().any(|r| r.deletion);
+        if active && deletion.crds {
+            declared.protected.push((
+                "apiextensions.k8s.io".to_string(),
+                "customresourcedefinitions".to_string(),
+            ));
+        }
+        if deletion.enabled {
+            declared.protected.extend(
+                deletion
+                    .engine
+                    .iter()
+                    .map(|(g, r, _, _)| (g.clone(), r.clone())),
+            );
         }
         declared
     }
@@ -159,7 +172,10 @@ impl Declared {
             .patterns
             .iter()
             .any(|p| p.matches(group, version, resource))
-            || PROTECTION_BUILTINS.contains(&(group, resource));
+            || self
+                .protected
+                .iter()
+                .any(|(g, r)| g == group && r == resource);
         let builtin = registered
             .then(|| {
                 known::builtin().iter().find(|k| {
@@ -216,6 +232,11 @@ spec:
         resources: [example.com/v1/widgets]
         path: spec.size
         check: {maximum: 10}
+  security:
+    deletionProtection:
+      enabled: true
+      crds: true
+      engine: {namespace: katalog-system, deployment: katalog, service: katalog, secret: katalog-tls}
 "#;
 
     fn declared() -> Declared {
@@ -270,6 +291,21 @@ spec:
             ("apps", "v1", "deployments")
         );
         assert_eq!(named("", "v1", "secrets"), ("", "v1", "secrets"));
+        // Without deletion protection the engine's Secret and the CRDs are
+        // registered for nothing: not labelled.
+        let bare = compile_sources(&[Source::new(
+            "t.yaml",
+            KATALOG.split("  security:").next().unwrap(),
+        )])
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+        let bare = Declared::of(&bare);
+        for (g, v, r) in [
+            ("", "v1", "secrets"),
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+        ] {
+            let n = bare.admission(g, v, r);
+            assert_eq!((n.group, n.version, n.resource), (OTHER, OTHER, OTHER));
+        }
         // Anything else, whatever the pattern's wildcards let through.
         for (g, v, r) in [
             ("stable.example.com", "v7", "crontabs"),
