@@ -1194,28 +1194,21 @@ metadata: {name: b}
 hostPort: example.com
 ";
 
-fn run(case: &Case) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
-        .args(case.args)
-        .current_dir(root())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("KATALOG_KATALOG")
-        .spawn()
-        .expect("the katalog binary runs");
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        if let Some(input) = case.stdin {
-            stdin.write_all(input.as_bytes()).unwrap();
+/// The binary, with none of the `KATALOG_*` variables of the environment
+/// the tests run in (a developer's `KATALOG_MAX_OBJECT_BYTES` or
+/// `KATALOG_YAML_MAX_NODES` would change what the goldens see).
+fn katalog() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_katalog"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("KATALOG_") {
+            command.env_remove(name);
         }
     }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    command
+}
+
+fn run(case: &Case) -> (i32, String, String) {
+    run_with(case.args, case.stdin.unwrap_or("").as_bytes())
 }
 
 #[test]
@@ -1256,13 +1249,12 @@ fn cli_output_matches_golden_files() {
 
 /// Run the binary with `stdin`, returning (code, stdout, stderr).
 fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+    let mut child = katalog()
         .args(args)
         .current_dir(root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env_remove("KATALOG_KATALOG")
         .spawn()
         .expect("the katalog binary runs");
     let mut input = child.stdin.take().unwrap();
@@ -1394,13 +1386,12 @@ fn closed_pipes_end_commands_with_their_own_code() {
         writer
     };
     let run_closed = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_katalog"))
+        katalog()
             .args(args)
             .current_dir(root())
             .stdin(Stdio::null())
             .stdout(closed())
             .stderr(closed())
-            .env_remove("KATALOG_KATALOG")
             .status()
             .unwrap()
             .code()
@@ -1435,7 +1426,7 @@ fn closed_pipes_end_commands_with_their_own_code() {
     // reader goes after the first line. Every object is denied, so the
     // code is 1 however far the command got.
     let (reader, writer) = std::io::pipe().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_katalog"))
+    let mut child = katalog()
         .args([
             "admit",
             "--katalog",
@@ -1446,7 +1437,6 @@ fn closed_pipes_end_commands_with_their_own_code() {
         .stdin(Stdio::piped())
         .stdout(writer.try_clone().unwrap())
         .stderr(writer)
-        .env_remove("KATALOG_KATALOG")
         .spawn()
         .unwrap();
     let pods: String = (0..5000)
@@ -1471,12 +1461,10 @@ fn closed_pipes_end_commands_with_their_own_code() {
 
 /// Run the binary with `args` in `dir`: exit code, stdout, stderr.
 fn run_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_katalog"))
+    let out = katalog()
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
-        .env_remove("KATALOG_KATALOG")
-        .env_remove("KATALOG_YAML_MAX_NODES")
         .output()
         .expect("the katalog binary runs");
     (
