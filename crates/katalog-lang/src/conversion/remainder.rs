@@ -62,11 +62,7 @@ pub enum RemainderError {
     )]
     NotARemainder { annotation: String },
     /// Up: the object is at another `resourceVersion` than the record was written at.
-    #[error(
-        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
-        now_at(.now.as_deref()),
-        list(.fields)
-    )]
+    #[error("{}", stale_message(.annotation, .written, .now.as_deref(), .fields))]
     StaleResourceVersion {
         annotation: String,
         written: String,
@@ -249,7 +245,7 @@ pub fn keep(r: &RemainderIr, obj: &mut Value) -> Result<(), RemainderError> {
 }
 
 /// Where the object is now, for a staleness message.
-pub(super) fn now_at(resource_version: Option<&str>) -> String {
+fn now_at(resource_version: Option<&str>) -> String {
     match resource_version {
         Some(rv) => format!("this object is at resourceVersion {rv}"),
         None => "this object has no resourceVersion".to_string(),
@@ -260,7 +256,22 @@ fn paths_of(fields: &[(Path, Value)]) -> Vec<Path> {
     fields.iter().map(|(p, _)| p.clone()).collect()
 }
 
-fn list(fields: &[Path]) -> String {
+/// Why a record written at resourceVersion `written` is not restored at
+/// `now` (a remainder's or a stash's): the message names its first fields.
+pub(super) fn stale_message(
+    annotation: &str,
+    written: &str,
+    now: Option<&str>,
+    fields: &[impl std::fmt::Display],
+) -> String {
+    format!(
+        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
+        now_at(now),
+        list(fields)
+    )
+}
+
+fn list(fields: &[impl std::fmt::Display]) -> String {
     let mut names: Vec<String> = fields.iter().take(5).map(|p| format!("`{p}`")).collect();
     if fields.len() > 5 {
         names.push(format!("and {} more", fields.len() - 5));

@@ -254,19 +254,8 @@ fn stale(annotation: &str, section: &Map<String, Value>, now: Option<&str>) -> O
     if now == Some(written) {
         return None;
     }
-    let mut fields: Vec<String> = section
-        .keys()
-        .filter(|k| !k.starts_with('!'))
-        .map(|k| format!("`{k}`"))
-        .collect();
-    if fields.len() > 5 {
-        let more = fields.len() - 5;
-        fields.truncate(5);
-        fields.push(format!("and {more} more"));
-    }
-    Some(format!(
-        "annotation `{annotation}` was written when the object was read at resourceVersion {written}, but {}; it may hold fields removed since, so it is not restored: read the object again, or remove the annotation to drop them ({})",
-        super::remainder::now_at(now),
-        fields.join(", ")
+    let fields: Vec<&String> = section.keys().filter(|k| !k.starts_with('!')).collect();
+    Some(super::remainder::stale_message(
+        annotation, written, now, &fields,
     ))
 }
