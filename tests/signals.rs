@@ -48,13 +48,20 @@ struct Server {
     _scratch: Scratch,
 }
 
-fn start(name: &str) -> Server {
+/// A scratch directory with a serving certificate of a new CA
+/// (`tls.crt`, `tls.key`) and the slow Katalog (`k.yaml`), and the CA.
+fn serving_files(name: &str) -> (Scratch, DevCa) {
     let scratch = Scratch::new(name);
     let ca = DevCa::generate().expect("a CA");
     let (cert, key) = ca.issue(&[]).expect("a certificate");
     std::fs::write(scratch.path("tls.crt"), cert).expect("tls.crt");
     std::fs::write(scratch.path("tls.key"), key).expect("tls.key");
     std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
+    (scratch, ca)
+}
+
+fn start(name: &str) -> Server {
+    let (scratch, ca) = serving_files(name);
     let port = free_port();
     let path = |n: &str| scratch.path(n).to_string_lossy().into_owned();
     let mut serve = Serve::start(&[
@@ -225,12 +232,7 @@ fn serve_runs_with_the_allocator_purge_delay_unless_given() {
 fn a_closed_log_pipe_neither_stops_nor_deafens_the_server() {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
-    let scratch = Scratch::new("closed-log-pipe");
-    let ca = DevCa::generate().expect("a CA");
-    let (cert, key) = ca.issue(&[]).expect("a certificate");
-    std::fs::write(scratch.path("tls.crt"), cert).expect("tls.crt");
-    std::fs::write(scratch.path("tls.key"), key).expect("tls.key");
-    std::fs::write(scratch.path("k.yaml"), SLOW_KATALOG).expect("k.yaml");
+    let (scratch, ca) = serving_files("closed-log-pipe");
     let port = free_port();
     let path = |n: &str| scratch.path(n).to_string_lossy().into_owned();
     // Both streams on one pipe, as `2>&1 |` gives them (`exec`: the shell's
