@@ -1,5 +1,5 @@
 // Package stash reads and writes the stash annotation in the format
-// katalog writes (docs/katalog.md, "The stash annotation"), so that an
+// katalog writes (docs/reference/conversion.md, "The stash annotation"), so that an
 // object converted by this webhook and one converted by katalog carry the
 // same annotation, byte for byte:
 //

@@ -1777,7 +1777,8 @@ fn unknown_function_hint(name: &str) -> String {
         ),
         _ => match crate::error::did_you_mean(name, FUNCTION_NAMES.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
-            None => "see docs/katalog.md#cel-functions for the functions there are".into(),
+            None => "see docs/reference/cel-functions.md#cel-functions for the functions there are"
+                .into(),
         },
     }
 }
@@ -4305,7 +4306,7 @@ mod tests {
 
     /// Issue 33: the functions of the Kubernetes CEL environment (cel-go
     /// with the libraries a ValidatingAdmissionPolicy gets) this one does
-    /// not have are refused by compile, with a caret; docs/katalog.md lists
+    /// not have are refused by compile, with a caret; docs/reference/cel-functions.md lists
     /// them.
     #[test]
     fn functions_of_kubernetes_cel_this_evaluator_lacks_are_refused_at_compile_time() {

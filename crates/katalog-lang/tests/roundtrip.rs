@@ -35,7 +35,7 @@
 //!
 //! Engine bugs these laws found (an empty `labels: {}` left by a constant
 //! label, and rule order deciding whether an emptied `spec` is removed) are
-//! fixed; their properties run with the others. The language reference (docs/katalog.md) promises that
+//! fixed; their properties run with the others. The language reference (docs/reference/) promises that
 //! `stash` (with a merged `default`), `wrap` and `unwrap` never need `lossy`,
 //! and that a value that would not make the round trip fails the conversion
 //! instead of being lost.
@@ -1357,7 +1357,7 @@ fn stash_parsed(object: &Value) -> Value {
 }
 
 /// The rules of a list act simultaneously, "so their order never matters"
-/// (docs/katalog.md, "Rules act simultaneously"): every conversion gives the
+/// (docs/reference/conversion.md, "Rules act simultaneously"): every conversion gives the
 /// same object with the rules in reverse order.
 fn order_never_matters(ir: &Ir, reversed: &Ir, object: &Value) -> Law {
     let from = api_version_of(object);
