@@ -68,8 +68,11 @@
 mod ast;
 mod macros;
 mod native;
+mod time;
+mod type_values;
 pub mod types;
 mod unary;
+mod wkt;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -190,6 +193,10 @@ pub enum CompileFailure {
     /// A protobuf message construction (`Foo{a: 1}`), which cel 0.13 cannot evaluate.
     #[error("message construction `{type_name}{{...}}` is not supported")]
     MessageConstruction { type_name: String },
+    /// A field a well-known message does not have (cel-go: "undefined
+    /// field").
+    #[error("undefined field `{field}` of `{type_name}`")]
+    UndefinedField { type_name: String, field: String },
     /// A `field: value` entry of a message inside a map literal.
     #[error("struct field `{field}` is not allowed in a map literal")]
     StructField { field: String },
@@ -1653,6 +1660,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(&lexed.text)
         .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
+    type_values::rewrite_qualified(&mut ast);
     macros::expand(&mut ast).map_err(|e| {
         let (at, snippet) = caret_at_call(expr, &e.name);
         CompileFailure::Syntax(format!("ERROR: {at}: {}: {}\n{snippet}", e.name, e.reason))
@@ -1660,6 +1668,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
     // On rejection the (possibly very deep) tree is dropped here, still on
     // the parser thread's large stack.
     prepare(&mut ast, 0)?;
+    time::wrap_arithmetic(&mut ast);
     if let Some(name) = unknown_function(&ast) {
         let (at, snippet) = caret_at_call(expr, &name);
         return Err(CompileFailure::UnknownFunction {
@@ -1710,7 +1719,7 @@ const FUNCTION_NAMES: &[&str] = &[
     "math.bitOr", "math.bitXor", "math.bitNot", "math.bitShiftLeft", "math.bitShiftRight",
     "math.sqrt", "math.greatest", "math.least",
     // this module
-    "dyn",
+    "dyn", "type",
 ];
 
 /// The first call in `expr` of a function the interpreter does not have
@@ -1754,11 +1763,6 @@ fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
 /// not, or the nearest name it has.
 fn unknown_function_hint(name: &str) -> String {
     match name {
-        "type" => {
-            "`type()` and type values (`int`, `string`, ...) are not supported: test the value \
-             itself"
-                .into()
-        }
         "sortBy" => "the lists extension's `sortBy` (Kubernetes 1.34) is not supported here \
                      yet: `sort()` sorts a list of comparable values"
             .into(),
@@ -1841,7 +1845,9 @@ fn push_once(out: &mut Vec<String>, name: &str) {
 fn walk_identifiers(expr: &IdedExpr, scope: &mut Vec<String>, out: &mut Vec<String>) {
     match &expr.expr {
         Expr::Ident(name) => {
-            if !scope.iter().any(|s| s == name) {
+            // A type name (`int`, `google.protobuf.Timestamp`) is a value
+            // of the interpreter's root context, not a variable to bind.
+            if !scope.iter().any(|s| s == name) && !type_values::NAMES.contains(&name.as_str()) {
                 push_once(out, name);
             }
         }
@@ -2145,12 +2151,45 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
     let depth = depth + 1;
     match &mut expr.expr {
         Expr::Unspecified => Err(CompileFailure::UnspecifiedNode),
-        Expr::Struct(s) => Err(CompileFailure::MessageConstruction {
-            type_name: s.type_name.clone(),
-        }),
+        Expr::Struct(s) => {
+            expr.expr = wkt::rewrite(s).map_err(|refused| match refused {
+                wkt::Refused::Type(type_name) => CompileFailure::MessageConstruction { type_name },
+                wkt::Refused::Field { type_name, field } => {
+                    CompileFailure::UndefinedField { type_name, field }
+                }
+            })?;
+            prepare(expr, depth)
+        }
         Expr::Literal(_) | Expr::Ident(_) => Ok(false),
         Expr::Select(select) => {
             let optional_operand = prepare(&mut select.operand, depth)?;
+            if select.test && (optional_operand || makes_optional(&select.operand)) {
+                // `has(o.f)` of an optional `o` is whether `o` has a value
+                // with `f` (cel 0.13: always false). The two calls share
+                // the node's id, so the evaluator over JSON leaves it to
+                // the interpreter.
+                let operand = std::mem::take(&mut *select.operand);
+                let field = IdedExpr {
+                    id: expr.id,
+                    expr: Expr::Literal(LiteralValue::String(
+                        std::mem::take(&mut select.field).into(),
+                    )),
+                };
+                let index = IdedExpr {
+                    id: expr.id,
+                    expr: Expr::Call(CallExpr {
+                        func_name: operators::OPT_INDEX.to_owned(),
+                        target: None,
+                        args: vec![operand, field],
+                    }),
+                };
+                expr.expr = Expr::Call(CallExpr {
+                    func_name: "hasValue".to_owned(),
+                    target: Some(Box::new(index)),
+                    args: Vec::new(),
+                });
+                return Ok(false);
+            }
             if select.test {
                 return Ok(false);
             }
@@ -2236,6 +2275,21 @@ fn prepare(expr: &mut IdedExpr, depth: usize) -> Result<bool, CompileFailure> {
             }
             Ok(false)
         }
+    }
+}
+
+/// Whether `expr` is a call that gives an optional: `optional.of(x)`,
+/// `optional.ofNonZeroValue(x)`, `optional.none()`, `o.or(p)`.
+fn makes_optional(expr: &IdedExpr) -> bool {
+    let Expr::Call(call) = &expr.expr else {
+        return false;
+    };
+    match call.target.as_deref().map(|t| &t.expr) {
+        Some(Expr::Ident(ns)) if ns == "optional" => {
+            matches!(call.func_name.as_str(), "of" | "ofNonZeroValue" | "none")
+        }
+        Some(_) => call.func_name == "or" && call.args.len() == 1,
+        None => false,
     }
 }
 
@@ -2341,6 +2395,16 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("timestamp", timestamp_like_cel_go);
         ctx.add_function("duration", duration_like_cel_go);
         ctx.add_function(NEG_FUNCTION, checked_negate);
+        ctx.add_function("bytes", bytes_like_cel_go);
+        ctx.add_function("type", type_values::type_of);
+        for name in type_values::NAMES {
+            ctx.add_variable_from_value(*name, type_values::named(name));
+        }
+        ctx.add_function(
+            wkt::MESSAGE_FUNCTION,
+            Box::new(wkt::construct) as StrictFunction,
+        );
+        ctx.add_function(time::IN_RANGE, Box::new(time::in_range) as StrictFunction);
         ctx
     });
     &BASE
@@ -2562,16 +2626,35 @@ fn timestamp_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, Execu
                 .map(|t| Value::Timestamp(t.with_timezone(&utc)))
                 .ok_or_else(|| ftx.error("invalid timestamp argument"))
         }
-        other => call_registered("timestamp", None, vec![other]),
+        other => time::made(ftx, call_registered("timestamp", None, vec![other])?),
     }
 }
 
 /// `duration(x)` as cel-go: of a string as cel reads it, and of a
-/// duration, itself (cel 0.13 failed there).
-fn duration_like_cel_go(x: Value) -> Result<Value, ExecutionError> {
+/// duration, itself (cel 0.13 failed there). Out of the int64 nanoseconds
+/// is an error, as there.
+fn duration_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
     match x {
         Value::Duration(_) => Ok(x),
-        other => call_registered("duration", None, vec![other]),
+        // Read as Go reads it: cel 0.13 reads one out of range as the
+        // nearest in range, and the least one as one more.
+        Value::String(s) if time::go_duration_nanos(&s).is_some() => {
+            match time::go_duration_nanos(&s).map(i64::try_from) {
+                Some(Ok(nanos)) => Ok(Value::Duration(chrono::Duration::nanoseconds(nanos))),
+                _ => Err(ftx.error("invalid duration argument: out of range")),
+            }
+        }
+        other => time::made(ftx, call_registered("duration", None, vec![other])?),
+    }
+}
+
+/// `bytes(x)` as cel-go: of a string, its UTF-8 bytes, and of bytes,
+/// themselves (cel 0.13 failed there).
+fn bytes_like_cel_go(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
+    match x {
+        Value::Bytes(_) => Ok(x),
+        Value::String(s) => Ok(Value::Bytes(Arc::new(s.as_bytes().to_vec()))),
+        other => Err(no_overload(ftx, None, &[other])),
     }
 }
 
@@ -2993,6 +3076,7 @@ fn checked_sum(
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
             (Value::Duration(a), Value::Duration(b)) => a
                 .checked_add(b)
+                .filter(time::duration_in_range)
                 .map(Value::Duration)
                 .ok_or_else(|| ftx.error("integer overflow"))?,
             _ => return Err(no_overload(ftx, Some(&Value::List(this.clone())), &[])),
@@ -3010,6 +3094,9 @@ fn split_like_cel_go(
     Arguments(args): Arguments,
 ) -> Result<Value, ExecutionError> {
     let fail = |msg: &str| Err(ExecutionError::function_error("split", msg));
+    if args.len() > 2 {
+        return fail("no such overload: split takes a separator and a limit at most");
+    }
     let Some(Value::String(separator)) = args.first() else {
         return fail("expected a string separator");
     };
@@ -4339,7 +4426,7 @@ mod tests {
             .copied()
             .filter(|name| !FUNCTION_NAMES.contains(name))
             .collect();
-        assert_eq!(missing, ["type", "sortBy", "optMap", "optFlatMap"]);
+        assert_eq!(missing, ["sortBy", "optMap", "optFlatMap"]);
         for name in missing {
             let expr = format!("object.spec.x.{name}(1) == 1");
             let err = CelProgram::compile(&expr).unwrap_err();
@@ -4352,18 +4439,17 @@ mod tests {
                 "{err:?}"
             );
         }
-        let err = CelProgram::compile("object.x == 1 && type(object.y) == int").unwrap_err();
+        let err = CelProgram::compile("object.x == 1 && typeOf(object.y) == int").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "failed to compile CEL expression `object.x == 1 && type(object.y) == int`: \
-             ERROR: <input>:1:18: `type` is not a function here (`type()` and type values \
-             (`int`, `string`, ...) are not supported: test the value itself)\n\
-             | object.x == 1 && type(object.y) == int\n\
+            "failed to compile CEL expression `object.x == 1 && typeOf(object.y) == int`: \
+             ERROR: <input>:1:18: `typeOf` is not a function here (did you mean `type`?)\n\
+             | object.x == 1 && typeOf(object.y) == int\n\
              | .................^"
         );
         // The name inside a string literal is not the call.
-        let err = CelProgram::compile("'type(' + string(type('x'))").unwrap_err();
-        assert!(err.to_string().contains("<input>:1:18:"), "{err}");
+        let err = CelProgram::compile("'typeOf(' + string(typeOf('x'))").unwrap_err();
+        assert!(err.to_string().contains("<input>:1:20:"), "{err}");
         // Macros called with the wrong arguments are calls of no function.
         let err = CelProgram::compile("object.items.all(x)").unwrap_err();
         assert!(err.to_string().contains("`all` is a macro"), "{err}");

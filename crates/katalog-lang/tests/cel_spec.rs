@@ -385,8 +385,70 @@ struct Case {
     want: Option<Value>,
 }
 
+/// Cases the kube-apiserver's CEL answers otherwise than cel-spec expects,
+/// each with what it does (asked of the oracle, testenv/celoracle, see
+/// docs/cel.md): katalog gives the apiserver's answer.
+const APISERVER_DIFFERS: &[(&str, &str)] = &[
+    (
+        "comparisons/eq_literal/eq_map_mixed_type_numbers",
+        MIXED_LITERAL,
+    ),
+    ("dynamic/list/literal", MIXED_LITERAL),
+    ("dynamic/value_list/literal", MIXED_LITERAL),
+    ("dynamic/value_struct/literal", MIXED_LITERAL),
+    (
+        "fields/map_fields/map_key_mixed_numbers_double_key",
+        MIXED_LITERAL,
+    ),
+    (
+        "fields/map_fields/map_key_mixed_numbers_int_key",
+        MIXED_LITERAL,
+    ),
+    (
+        "fields/map_fields/map_key_mixed_numbers_uint_key",
+        MIXED_LITERAL,
+    ),
+    (
+        "optionals/optionals/map_key_mixed_numbers_double_key_optindex_value",
+        MIXED_LITERAL,
+    ),
+    (
+        "optionals/optionals/map_key_mixed_numbers_int_key_optindex_value",
+        MIXED_LITERAL,
+    ),
+    (
+        "optionals/optionals/map_key_mixed_numbers_uint_key_optindex_value",
+        MIXED_LITERAL,
+    ),
+    (
+        "fields/qualified_identifier_resolution/map_value_repeat_key",
+        "a repeated map key: the kube-apiserver's CEL (cel-go v0.26) keeps the last value \
+         (`{true:1,false:2,true:3}[true]` is 3) where cel-spec expects an error",
+    ),
+    (
+        "basic/functions/unbound_is_runtime_error",
+        "`f_unknown(17) || true`: the kube-apiserver's CEL refuses an undeclared function at \
+         compile time, where cel-spec (unchecked) expects the error absorbed",
+    ),
+    ("string_ext/value_errors/indexof_out_of_range", STRINGS_V2),
+    (
+        "string_ext/value_errors/lastindexof_out_of_range",
+        STRINGS_V2,
+    ),
+];
+
+const MIXED_LITERAL: &str = "a list or map literal of mixed types: the kube-apiserver's CEL \
+     refuses it at compile time (homogeneous aggregate literals: \"expected type 'uint' but \
+     found 'int'\")";
+
+const STRINGS_V2: &str = "an index past the end: the kube-apiserver's strings extension \
+     (version 2) answers -1 where cel-spec's later version fails";
+
 /// The case, or why it is not run.
-fn case(test: &Message) -> Result<Case, String> {
+fn case(id: &str, test: &Message) -> Result<Case, String> {
+    if let Some((_, reason)) = APISERVER_DIFFERS.iter().find(|(i, _)| *i == id) {
+        return Err((*reason).into());
+    }
     let expr = test.text("expr").ok_or("no expression (or not UTF-8)")?;
     for (field, reason) in [
         ("container", "a `container` (qualified names)"),
@@ -410,6 +472,10 @@ fn case(test: &Message) -> Result<Case, String> {
         (
             "cel.block(",
             "`cel.block`: the kube-apiserver's CEL has no block extension",
+        ),
+        (
+            "cel.iterVar(",
+            "`cel.iterVar`: the kube-apiserver's CEL has no block extension",
         ),
         (
             "`",
@@ -450,6 +516,25 @@ fn case(test: &Message) -> Result<Case, String> {
         // simple.proto: without a result, the expected one is `true`.
         Some(Value::Bool(true))
     };
+    // What the kube-apiserver refuses at compile time where cel-spec
+    // expects a value (where it expects an error, katalog's passes): the
+    // whitespace and comment cases build a test message, and variables
+    // of qualified names are not Kubernetes'.
+    if want.is_some() {
+        if expr.contains("TestAllTypes") {
+            return Err(
+                "the test message `cel.expr.conformance.proto3.TestAllTypes`: the \
+                        kube-apiserver's CEL declares no such type"
+                    .into(),
+            );
+        }
+        if let Some((key, _)) = bindings.iter().find(|(k, _)| k.contains('.')) {
+            return Err(format!(
+                "a variable with a qualified name (`{key}`): the kube-apiserver's CEL declares \
+                 only its own variables (`object`, `request`, ...)"
+            ));
+        }
+    }
     Ok(Case {
         expr,
         bindings,
@@ -544,7 +629,7 @@ fn cel_spec_conformance_cases_pass_on_both_evaluators() {
                     "{stem}/{section_name}/{}",
                     test.text("name").unwrap_or_default()
                 );
-                match case(test) {
+                match case(&id, test) {
                     Err(reason) => {
                         not_run.insert(id, reason);
                     }

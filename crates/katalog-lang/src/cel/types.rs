@@ -862,6 +862,8 @@ impl<'s> Checker<'_, 's> {
         }
         match (name, &receiver, args.as_slice()) {
             ("dyn", None, _) => return Type::Dyn,
+            // `a + b` or `a - b` under its range check (`time.rs`).
+            (super::time::IN_RANGE, None, [t]) => return t.clone(),
             ("value", Some(Type::Optional(t)), []) => return (**t).clone(),
             ("hasValue", Some(Type::Optional(_)), []) => return Type::Bool,
             ("orValue", Some(Type::Optional(t)), [d]) => return join((**t).clone(), d.clone()),
@@ -986,6 +988,9 @@ fn source_order(ast: &IdedExpr) -> Vec<(u64, Needle)> {
             Expr::Select(s) => {
                 walk(&s.operand, accu, out);
                 out.push((e.id, Needle::Field(s.field.clone())));
+            }
+            Expr::Call(call) if call.func_name == super::time::IN_RANGE => {
+                call.args.iter().for_each(|a| walk(a, accu, out));
             }
             Expr::Call(call) => {
                 let generated = call

@@ -21,8 +21,9 @@ use std::borrow::Cow;
 /// What the parser is given, and what it must not be.
 pub(super) struct Lexed<'a> {
     /// `expr` with every run of repeated unary `!` or `-` collapsed as
-    /// cel-go collapses it (see the module documentation); borrowed when
-    /// nothing changes, which is every expression without such a run.
+    /// cel-go collapses it (see the module documentation), and each
+    /// negative hexadecimal literal in decimal ([`negative_hex`]); borrowed
+    /// when nothing changes, which is every expression without either.
     pub text: Cow<'a, str>,
     /// The byte offset of the first backtick outside a literal or comment:
     /// a quoted identifier (`` m.`a.b` ``), which the kube-apiserver's CEL
@@ -43,6 +44,8 @@ pub(super) fn lex(expr: &str) -> Lexed<'_> {
     let mut backtick = None;
     let bytes = expr.as_bytes();
     let mut blank: Vec<usize> = Vec::new();
+    // Negative hexadecimal literals, rewritten in decimal: (where, text).
+    let mut decimal: Vec<(usize, String)> = Vec::new();
     let mut i = 0;
     // Whether the last token ends an operand (so a `-` now is binary).
     let mut after_operand = false;
@@ -78,6 +81,9 @@ pub(super) fn lex(expr: &str) -> Lexed<'_> {
                 if unary.len() >= 2 {
                     let keep = unary.len() % 2;
                     blank.extend_from_slice(&unary[keep..]);
+                }
+                if c == b'-' && unary.len() % 2 == 1 {
+                    decimal.extend(negative_hex(expr, j));
                 }
                 after_operand = false;
                 i = ops.last().map_or(j, |last| last + 1);
@@ -134,7 +140,7 @@ pub(super) fn lex(expr: &str) -> Lexed<'_> {
             }
         }
     }
-    if blank.is_empty() {
+    if blank.is_empty() && decimal.is_empty() {
         return Lexed {
             text: Cow::Borrowed(expr),
             backtick,
@@ -144,9 +150,33 @@ pub(super) fn lex(expr: &str) -> Lexed<'_> {
     for at in blank {
         out[at] = b' ';
     }
+    for (at, text) in decimal {
+        out[at..at + text.len()].copy_from_slice(text.as_bytes());
+    }
     // Only ASCII operator bytes became ASCII spaces.
     let text = Cow::Owned(String::from_utf8(out).unwrap_or_else(|_| expr.to_owned()));
     Lexed { text, backtick }
+}
+
+/// The hexadecimal int literal at `at`, after a unary `-`, in decimal
+/// padded with zeros to its width (`-0x10` is read `-0016`): cel 0.13's
+/// parser reads the sign and the literal as one number and refuses a
+/// negative hexadecimal one ("invalid int literal"), which cel-go takes.
+/// `None` when it is not such a literal or its decimal form is wider
+/// (from 10^12, `0xe8d4a51000`, written without leading zeros: rare).
+fn negative_hex(expr: &str, at: usize) -> Option<(usize, String)> {
+    let bytes = expr.as_bytes();
+    if bytes.get(at) != Some(&b'0') || bytes.get(at + 1) != Some(&b'x') {
+        return None;
+    }
+    let end = number_end(bytes, at);
+    if matches!(bytes[end - 1], b'u' | b'U') {
+        return None;
+    }
+    let value = u64::from_str_radix(&expr[at + 2..end], 16).ok()?;
+    let width = end - at;
+    let text = format!("{value:0>width$}");
+    (text.len() == width).then_some((at, text))
 }
 
 /// The index just past the end of the line that holds `i`.
@@ -241,6 +271,16 @@ mod tests {
             ("f(--x)[--1]", "f(  x)[  1]"),
             ("size('é') - --1", "size('é') -   1"),
             ("(a)--1", "(a)--1"),
+            ("-0x55555555", "-1431655765"),
+            ("- 0x10", "- 0016"),
+            ("---0x10", "-  0016"),
+            ("--0x10", "  0x10"),
+            ("a -0x10", "a -0x10"),
+            ("a - -0x10", "a - -0016"),
+            ("-0x10u", "-0x10u"),
+            ("-0x8000000000000000", "-0x8000000000000000"),
+            ("-0xffffffff", "-4294967295"),
+            ("'-0x10'", "'-0x10'"),
         ] {
             let got = lex(expr).text;
             assert_eq!(got, want, "{expr:?}");
@@ -263,9 +303,14 @@ mod tests {
             let once = lex(&expr).text.into_owned();
             proptest::prop_assert_eq!(once.len(), expr.len());
             for (a, b) in expr.bytes().zip(once.bytes()) {
-                proptest::prop_assert!(a == b || (b == b' ' && (a == b'!' || a == b'-')));
+                proptest::prop_assert!(
+                    a == b
+                        || (b == b' ' && (a == b'!' || a == b'-'))
+                        // A negative hexadecimal literal in decimal.
+                        || (b.is_ascii_digit() && (a.is_ascii_hexdigit() || a == b'x'))
+                );
             }
-            let blanked = expr.bytes().zip(once.bytes()).filter(|(a, b)| a != b).count();
+            let blanked = expr.bytes().zip(once.bytes()).filter(|(a, b)| a != b && *b == b' ').count();
             proptest::prop_assert_eq!(blanked % 2, 0);
         }
     }
