@@ -13,9 +13,9 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::cel::CelProgram;
-use crate::document::{ScalarType, Scope, Unmapped};
-use crate::path::Path;
-use crate::source::{DocPath, Loc};
+use crate::common::path::Path;
+use crate::front::document::{ScalarType, Scope, Unmapped};
+use crate::front::source::{DocPath, Loc};
 
 /// Index of a rule in [`Ir::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +81,7 @@ pub struct ResourceIr {
     /// The CRD `crd:` names, when it was read: the schema of each version.
     pub schemas: Option<std::sync::Arc<crate::schema::Crd>>,
     /// `sensitive:` paths: values no built-in admission message prints.
-    pub sensitive: Vec<crate::path::Path>,
+    pub sensitive: Vec<crate::common::path::Path>,
     pub loc: Option<Loc>,
 }
 

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::document::Operation;
-use crate::json::node::Obj;
+use crate::common::json::node::Obj;
+use crate::front::document::Operation;
 
 /// Which webhook endpoint is asking; `All` simulates them in the
 /// apiserver's order: mutations, then validations and protections on the
@@ -48,7 +48,7 @@ pub struct AdmissionInput {
     /// Empty for cluster-scoped objects.
     pub namespace: String,
     /// The object and old object read as `&Value`s; parsed as
-    /// [`Node`](crate::json::node::Node)s when only CEL reads them.
+    /// [`Node`](crate::common::json::node::Node)s when only CEL reads them.
     pub object: Option<Obj>,
     pub old_object: Option<Obj>,
     pub username: String,

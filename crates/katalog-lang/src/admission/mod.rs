@@ -22,15 +22,15 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::cel::CelProgram;
-use crate::document::{Action, Operation, Quantifier, SelectorOperator};
-use crate::path::{Path, Segment};
+use crate::common::path::{Path, Segment};
+use crate::front::document::{Action, Operation, Quantifier, SelectorOperator};
 
 pub use input::{AdmissionInput, Endpoint};
 
 /// Everything admission needs, compiled.
 #[derive(Debug, Default)]
 pub struct AdmissionIr {
-    pub failure_policy: crate::document::FailurePolicy,
+    pub failure_policy: crate::front::document::FailurePolicy,
     pub timeout_seconds: u8,
     pub variables: Vec<(String, CelProgram)>,
     /// Namespaces no validation or mutation applies in (Katalog-wide;
@@ -58,7 +58,7 @@ impl AdmissionIr {
     /// Whether, at `endpoint`, nothing but CEL reads a request's objects:
     /// every validation is a CEL check of the whole object, with no path, no
     /// `forEach` and no object selector. Then a review's objects are parsed
-    /// into [`Node`](crate::json::node::Node)s, which CEL reads as they are;
+    /// into [`Node`](crate::common::json::node::Node)s, which CEL reads as they are;
     /// otherwise into `Value`s. Only the speed depends on it: an object read
     /// as a node becomes a `Value` when anything else reads it.
     pub fn objects_read_by_cel_only(&self, endpoint: Endpoint) -> bool {
@@ -439,7 +439,7 @@ pub struct ValidationIr {
     pub origin: String,
     /// Where the rule was written, for located errors about it (the
     /// ceiling's).
-    pub loc: crate::source::Loc,
+    pub loc: crate::front::source::Loc,
 }
 
 #[derive(Debug, Clone)]
@@ -560,7 +560,7 @@ pub struct MutationIr {
     pub for_each: Option<ForEachIr>,
     pub origin: String,
     /// Where the rule was written.
-    pub loc: crate::source::Loc,
+    pub loc: crate::front::source::Loc,
 }
 
 impl MutationIr {
