@@ -55,8 +55,7 @@ pub(crate) fn names_pods(resources: &[ResourcePattern]) -> bool {
     })
 }
 
-/// The pod controllers of a rule, with where their pod template lives.
-pub type Controllers = Arc<[(ResourcePattern, Path)]>;
+pub use crate::ir::admission::Controllers;
 
 /// The controller lists of one compile, each distinct one built once: the
 /// rules of a Katalog on `v1/pods` mostly apply to the same controllers.

@@ -8,31 +8,7 @@ use serde_json::Value;
 use crate::common::json::node::Obj;
 use crate::front::document::Operation;
 
-/// Which webhook endpoint is asking; `All` simulates them in the
-/// apiserver's order: mutations, then validations and protections on the
-/// mutated object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Validate,
-    Mutate,
-    DeletionProtection,
-    NamespaceProtection,
-    StrictMode,
-    All,
-}
-
-impl Endpoint {
-    pub fn name(self) -> &'static str {
-        match self {
-            Endpoint::Validate => "validate",
-            Endpoint::Mutate => "mutate",
-            Endpoint::DeletionProtection => "deletion-protection",
-            Endpoint::NamespaceProtection => "namespace-protection",
-            Endpoint::StrictMode => "strict-mode-protection",
-            Endpoint::All => "all",
-        }
-    }
-}
+pub use crate::ir::admission::Endpoint;
 
 /// One admission request, as the evaluator needs it.
 #[derive(Clone, Debug)]
