@@ -13,10 +13,10 @@
 //! CLI.
 
 use crate::admission::webhooks::{self, WebhookRule};
-use crate::document::FailurePolicy;
 use crate::error::{Diagnostic, ErrorKind};
+use crate::front::document::FailurePolicy;
+use crate::front::source::{Loc, Source};
 use crate::ir::Ir;
-use crate::source::{Loc, Source};
 
 /// The namespaces no fail-closed webhook may match by default: those whose
 /// objects the control plane and the nodes need while the engine is down

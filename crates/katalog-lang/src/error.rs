@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::source::{Loc, Source};
+use crate::front::source::{Loc, Source};
 
 /// What went wrong, for programs that react to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,28 +31,24 @@
 //! assert_eq!(convert(&ir, &spoke, "stable.example.com/v1").unwrap(), hub);
 //! ```
 
-pub mod admission;
-pub mod analysis;
-pub mod budget;
-pub mod ceiling;
-pub mod cel;
-pub mod compile;
-pub mod conversion;
-pub mod document;
-pub mod error;
-pub mod fuzz;
-pub mod ir;
-pub mod json;
-pub mod language;
-pub mod load;
-pub mod path;
-pub mod schema;
-pub mod source;
-pub mod suite;
-pub mod syntax;
-pub mod yaml;
+// The crate's modules, by stage (docs/architecture.md has the code map and
+// what each may import; tests/structure.rs enforces it):
+pub mod admission; // the admission half: compile, select, validate, mutate, protect, review
+pub mod ceiling; // the authority ceiling: what a Katalog may make the engine do
+pub mod cel; // CEL: prepare, type-check, cost, the two evaluators
+pub mod common; // paths, JSON, names, budgets: shared by every stage
+pub mod conversion; // the conversion half: compile, analysis, eval, review, splice, fuzz
+pub mod error; // located diagnostics
+pub mod front; // text -> located Katalog document (source, yaml, document, load)
+pub mod ir; // the compiled rules both halves evaluate
+pub mod schema; // CRD and built-in schemas
+pub mod suite; // test suites (`katalog test`)
 
+// The API, by the names the CLI, the runtime and the tests use.
+pub use common::{budget, json, path};
+pub use conversion::{analysis, fuzz};
 pub use error::{Diagnostic, Diagnostics, ErrorKind};
+pub use front::{document, load, source, yaml};
 
 // The conversion half under the names it had before it got its own module
 // (`katalog_lang::convert::convert`, `katalog_lang::review::review_conversion`).
@@ -64,7 +60,7 @@ pub use source::Source;
 /// Every error of every stage is reported together.
 pub fn compile_sources(sources: &[Source]) -> Result<Ir, Diagnostics> {
     let (loaded, diags) = load::load(sources);
-    with_load_errors(diags, compile::compile(&loaded))
+    with_load_errors(diags, conversion::compile::compile(&loaded))
 }
 
 /// A stage's result after loading: an `Err` when loading reported any
@@ -90,7 +86,7 @@ fn with_load_errors<T>(
 /// Load and compile a Katalog, reading the CRD each resource's `crd:` names
 /// with `read_crd` (which returns the sources of that file or directory, or
 /// why it cannot be read) and checking the resources against them (see
-/// [`compile::compile_with_schemas`]). Every error of every stage, a `crd:`
+/// [`conversion::compile::compile_with_schemas`]). Every error of every stage, a `crd:`
 /// that cannot be read included, is reported together, located at its key.
 pub fn compile_with_crds(
     sources: &[Source],
@@ -113,7 +109,10 @@ pub fn compile_with_live_crds(
 fn compile_loaded(
     (loaded, schemas, diags): (load::Loaded, schema::Schemas, Diagnostics),
 ) -> Result<Ir, Diagnostics> {
-    with_load_errors(diags, compile::compile_with_schemas(&loaded, &schemas))
+    with_load_errors(
+        diags,
+        conversion::compile::compile_with_schemas(&loaded, &schemas),
+    )
 }
 
 /// Load and compile a Katalog as [`compile_with_crds`] does, and return the
@@ -140,7 +139,10 @@ pub fn analyze_with_live_crds(
 fn analyze_loaded(
     (loaded, schemas, diags): (load::Loaded, schema::Schemas, Diagnostics),
 ) -> Result<(Ir, analysis::Analysis), Diagnostics> {
-    let ir = with_load_errors(diags, compile::compile_unanalyzed(&loaded, &schemas))?;
+    let ir = with_load_errors(
+        diags,
+        conversion::compile::compile_unanalyzed(&loaded, &schemas),
+    )?;
     let analysis = analysis::analyze(&loaded, &ir, &schemas);
     Ok((ir, analysis))
 }

@@ -2,7 +2,7 @@
 //! CustomResourceDefinition, and the lookup of a Katalog [`Path`] in it.
 //!
 //! Pure: the caller reads the files the Katalog's `crd:` keys name (see
-//! [`crate::load::crd_references`]) and hands their text over as
+//! [`crate::front::load::crd_references`]) and hands their text over as
 //! [`Source`]s; [`Schemas::load`] parses them.
 //!
 //! Some subtrees are *opaque units*: a free-form map (`additionalProperties`),
@@ -16,11 +16,11 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::document::Scope;
+use crate::common::path::{Path, Segment};
 use crate::error::{Diagnostic, Diagnostics, ErrorKind, did_you_mean};
-use crate::load::CrdReference;
-use crate::path::{Path, Segment};
-use crate::source::{Loc, Source};
+use crate::front::document::Scope;
+use crate::front::load::CrdReference;
+use crate::front::source::{Loc, Source};
 
 /// Why a subtree is an opaque unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -541,7 +541,7 @@ impl Schemas {
             let mut found: Vec<&Crd> = Vec::new();
             let mut unparsable = false;
             for source in sources {
-                let parse = || match crate::yaml::read_documents(&source.text) {
+                let parse = || match crate::front::yaml::read_documents(&source.text) {
                     Ok(roots) => Ok(roots
                         .iter()
                         .filter_map(|root| {

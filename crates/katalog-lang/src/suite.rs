@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::admission::eval::{Endpoint, SimulatedRequest, evaluate};
+use crate::common::json::{json_eq, split_api_version};
 use crate::conversion::review::convert_checked as convert;
 use crate::ir::Ir;
-use crate::json::{json_eq, split_api_version};
 
 pub const SUITE_KIND: &str = "KatalogTest";
 
@@ -24,7 +24,7 @@ pub struct SuiteDocument {
     pub api_version: String,
     /// Always `KatalogTest`.
     pub kind: String,
-    pub metadata: crate::document::Metadata,
+    pub metadata: crate::front::document::Metadata,
     pub spec: SuiteSpec,
 }
 
@@ -203,15 +203,15 @@ pub struct CaseResult {
 }
 
 /// Load the test-suite documents (`kind: KatalogTest`) of a source, with
-/// located errors; the Katalog loader ([`crate::load`]) never sees them.
+/// located errors; the Katalog loader ([`crate::front::load`]) never sees them.
 pub fn load(source: &crate::Source) -> Result<Vec<SuiteDocument>, crate::Diagnostics> {
     use crate::error::ErrorKind;
-    use crate::source::{DocPath, Node, NodeKind};
+    use crate::front::source::{DocPath, Node, NodeKind};
     let mut diags = crate::Diagnostics::default();
-    let roots = crate::load::read_yaml(source)?;
+    let roots = crate::front::load::read_yaml(source)?;
     let mut out = Vec::new();
     for root in roots.iter().filter(|r| !matches!(r.kind, NodeKind::Null)) {
-        let mut ctx = crate::load::Ctx {
+        let mut ctx = crate::front::load::Ctx {
             source,
             root,
             diags: &mut diags,

@@ -16,10 +16,10 @@ use serde_json::{Map, Value};
 
 use super::input::AdmissionInput;
 use super::{MatchIr, ResourcePattern};
-use crate::document::PodControllers;
-use crate::json::ValueAt;
-use crate::json::node::{Node, Obj};
-use crate::path::{Path, SetError};
+use crate::common::json::ValueAt;
+use crate::common::json::node::{Node, Obj};
+use crate::common::path::{Path, SetError};
+use crate::front::document::PodControllers;
 
 /// `(kind, group, version, resource, template path)` of every pod controller.
 pub const CONTROLLERS: [(&str, &str, &str, &str, &str); 7] = [
@@ -55,8 +55,7 @@ pub(crate) fn names_pods(resources: &[ResourcePattern]) -> bool {
     })
 }
 
-/// The pod controllers of a rule, with where their pod template lives.
-pub type Controllers = Arc<[(ResourcePattern, Path)]>;
+pub use crate::ir::admission::Controllers;
 
 /// The controller lists of one compile, each distinct one built once: the
 /// rules of a Katalog on `v1/pods` mostly apply to the same controllers.
@@ -232,8 +231,9 @@ fn node_view_of(obj: &Node, template: &Path, input: &AdmissionInput) -> Node {
 pub fn applies(m: &MatchIr, input: &AdmissionInput) -> bool {
     // `pod_controller_operations`, without building the set.
     let operation_ok = m.operations.contains(&input.operation)
-        || (input.operation == crate::document::Operation::Update
-            && m.operations.contains(&crate::document::Operation::Create));
+        || (input.operation == crate::front::document::Operation::Update
+            && m.operations
+                .contains(&crate::front::document::Operation::Create));
     input.subresource.is_empty()
         && operation_ok
         && m.pod_controllers
@@ -268,7 +268,7 @@ pub fn write_back(view: &Value, real: &mut Value, template: &Path) -> Result<(),
 #[cfg(test)]
 mod tests {
     use crate::Source;
-    use crate::document::Operation;
+    use crate::front::document::Operation;
 
     fn matchers(rules: &str) -> Vec<crate::admission::MatchIr> {
         let text = format!(

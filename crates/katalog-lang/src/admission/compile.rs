@@ -7,15 +7,15 @@ use super::{
     MutationOp, ProtectedResource, ResourcePattern, SecurityIr, SelectorIr, ValidationIr,
 };
 use crate::cel::CelProgram;
-use crate::document::{
+use crate::common::path::{Path, Segment};
+use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::front::document::{
     Check, Condition, DEFAULT_PROTECTION_LABEL, ForEach, LabelSelector, Match, Mutation, Operation,
     PathValue, PodControllers, Quantifier, SelectorOperator, Validation, Variable,
 };
-use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::front::load::{Loaded, LoadedDocument};
+use crate::front::source::DocPath;
 use crate::ir::ResourceIr;
-use crate::load::{Loaded, LoadedDocument};
-use crate::path::{Path, Segment};
-use crate::source::DocPath;
 use serde_json::Value;
 
 struct Ctx<'a> {
@@ -38,7 +38,7 @@ struct Ctx<'a> {
     rule_on_controllers: bool,
     /// Located warnings: the Katalog compiles, but this looks wrong.
     warnings: Vec<Diagnostic>,
-    patterns: &'a mut crate::syntax::Patterns,
+    patterns: &'a mut crate::common::names::Patterns,
     controllers: &'a mut super::autogen::SharedControllers,
     /// Every expression compiled so far, by source: rules repeat their
     /// `match` conditions and variables, which then share one program (a
@@ -626,7 +626,7 @@ pub fn compile(
     excluded.dedup();
     ir.excluded_namespaces = excluded.clone();
     let excluded = excluded.as_slice();
-    let mut seen_names: BTreeMap<String, crate::source::Loc> = BTreeMap::new();
+    let mut seen_names: BTreeMap<String, crate::front::source::Loc> = BTreeMap::new();
     let mut security = SecurityIr {
         deletion: DeletionIr {
             label: DEFAULT_PROTECTION_LABEL.into(),
@@ -635,7 +635,7 @@ pub fn compile(
         },
         ..Default::default()
     };
-    let mut label_set_at: Option<crate::source::Loc> = None;
+    let mut label_set_at: Option<crate::front::source::Loc> = None;
     // Rules see every Katalog-wide variable (all are evaluated first).
     let all_wide: Vec<String> = loaded
         .documents
@@ -674,7 +674,7 @@ pub fn compile(
     let mut wide_allowed = Vec::new();
     let mut wide_restricted = Vec::new();
     let mut strict = false;
-    let mut patterns = crate::syntax::Patterns::default();
+    let mut patterns = crate::common::names::Patterns::default();
     let mut controllers = super::autogen::SharedControllers::default();
     let mut programs = std::collections::HashMap::new();
     let mut warnings: Vec<Diagnostic> = Vec::new();
@@ -899,7 +899,7 @@ fn controller_copies(
 
 fn check_unique_name(
     ctx: &mut Ctx,
-    seen: &mut BTreeMap<String, crate::source::Loc>,
+    seen: &mut BTreeMap<String, crate::front::source::Loc>,
     name: &str,
     at: &DocPath,
     what: &str,
@@ -1524,7 +1524,7 @@ fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Ch
             if !super::types::mismatches(t, v) {
                 continue;
             }
-            let shown = crate::json::show(v);
+            let shown = crate::common::json::show(v);
             let help = match super::types::unquoted(t, v) {
                 Some(fixed) if key == "equals" => format!("write `equals: {fixed}` (no quotes)"),
                 Some(fixed) => format!("write `{fixed}` in `{key}` (no quotes)"),
@@ -1539,7 +1539,7 @@ fn typed_literals(ctx: &mut Ctx, t: super::types::FieldType, path: &Path, c: &Ch
                 format!(
                     "`{path}` is {}, and `{key}` compares it with {shown} ({}): the test can never match",
                     t.name(),
-                    crate::json::type_name(v)
+                    crate::common::json::type_name(v)
                 ),
             )
             .help = Some(help);
@@ -1941,7 +1941,7 @@ fn mutation(ctx: &mut Ctx, m: &Mutation, at: &DocPath) -> Option<MutationIr> {
         ),
     ] {
         for k in add.keys().chain(remove.iter()) {
-            if let Some(problem) = crate::syntax::qualified_name_problem(k) {
+            if let Some(problem) = crate::common::names::qualified_name_problem(k) {
                 let key = if add.contains_key(k) {
                     add_key
                 } else {

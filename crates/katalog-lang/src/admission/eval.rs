@@ -12,11 +12,11 @@ use super::{
     ProtectedResource, SelectorIr, ValidationIr, VariableUse, autogen, webhooks,
 };
 use crate::cel::{Bound, CelArg, CelBindings, CelError, CelProgram, CelValue};
-use crate::document::{Action, Operation, Quantifier, SelectorOperator};
+use crate::common::json::node::Obj;
+use crate::common::json::{ValueAt, json_eq, show, truncate, type_name};
+use crate::common::path::{Path, Segment, SetError, get_in};
+use crate::front::document::{Action, Operation, Quantifier, SelectorOperator};
 use crate::ir::Ir;
-use crate::json::node::Obj;
-use crate::json::{ValueAt, json_eq, show, truncate, type_name};
-use crate::path::{Path, Segment, SetError, get_in};
 
 pub use super::input::{AdmissionInput, Endpoint};
 
@@ -59,7 +59,7 @@ pub enum EvalError {
     /// The review's deadline passed before the rule (or during a long
     /// check, e.g. `unique` over many values).
     #[error(transparent)]
-    Deadline(#[from] crate::budget::DeadlineExceeded),
+    Deadline(#[from] crate::common::budget::DeadlineExceeded),
 }
 
 /// Why a mutation could not change the object.
@@ -943,7 +943,7 @@ fn check_paths(
         for (i, (p, v)) in values.iter().enumerate() {
             // Quadratic in the values: a long list checks the deadline.
             if i % 256 == 255 {
-                crate::budget::check_deadline()?;
+                crate::common::budget::check_deadline()?;
             }
             if let Some((q, _)) = values[..i].iter().find(|(_, w)| json_eq(v, w)) {
                 out.push((
@@ -1107,7 +1107,7 @@ fn pick_into<'v>(
     };
     match (first, value) {
         (Segment::Key(k), Value::Object(m)) => {
-            if let Some(v) = crate::json::member(m, k) {
+            if let Some(v) = crate::common::json::member(m, k) {
                 pick_into(rest, v, picks, out);
             }
         }
@@ -1401,7 +1401,7 @@ fn validate<'i>(
     };
     let outcome = (|| -> Result<Option<String>, EvalError> {
         // Rules without CEL check no deadline of their own.
-        crate::budget::check_deadline()?;
+        crate::common::budget::check_deadline()?;
         let matched = if pod_view {
             matches_scope(&v.matcher, input, Some(vars))?
         } else {
@@ -2462,7 +2462,7 @@ impl SimulatedRequest {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let (group, version) = crate::json::split_api_version(api_version);
+        let (group, version) = crate::common::json::split_api_version(api_version);
         let (group, version, resource) = match &self.resource {
             Some(r) => {
                 let parts: Vec<&str> = r.split('/').collect();
@@ -2555,7 +2555,7 @@ mod tests {
         };
         let input = request.to_input(&ir).expect("a request");
         let as_node = AdmissionInput {
-            object: Some(Obj::from_node(crate::json::node::Node::from(&pod))),
+            object: Some(Obj::from_node(crate::common::json::node::Node::from(&pod))),
             ..input.clone()
         };
         let mut compared = 0;
@@ -2592,7 +2592,7 @@ mod tests {
         use serde_json::{Value, json};
 
         use super::super::{Journal, MutationOp, Touched, apply_recorded};
-        use crate::path::{Path, Segment};
+        use crate::common::path::{Path, Segment};
 
         fn value() -> impl Strategy<Value = Value> {
             let leaf = prop_oneof![
@@ -2847,11 +2847,11 @@ mod tests {
         .to_input(&ir)
         .expect("input");
         assert!(evaluate(&ir, &input, Endpoint::Validate).allowed);
-        let past = crate::budget::Budget {
+        let past = crate::common::budget::Budget {
             deadline: Some(std::time::Instant::now()),
-            ..crate::budget::Budget::default()
+            ..crate::common::budget::Budget::default()
         };
-        let (verdict, stopped) = crate::budget::scoped_stopped(past, u64::MAX, || {
+        let (verdict, stopped) = crate::common::budget::scoped_stopped(past, u64::MAX, || {
             evaluate(&ir, &input, Endpoint::Validate)
         });
         assert!(stopped, "the trial went on past its deadline");

@@ -5,34 +5,10 @@
 
 use serde_json::Value;
 
-use crate::document::Operation;
-use crate::json::node::Obj;
+use crate::common::json::node::Obj;
+use crate::front::document::Operation;
 
-/// Which webhook endpoint is asking; `All` simulates them in the
-/// apiserver's order: mutations, then validations and protections on the
-/// mutated object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Validate,
-    Mutate,
-    DeletionProtection,
-    NamespaceProtection,
-    StrictMode,
-    All,
-}
-
-impl Endpoint {
-    pub fn name(self) -> &'static str {
-        match self {
-            Endpoint::Validate => "validate",
-            Endpoint::Mutate => "mutate",
-            Endpoint::DeletionProtection => "deletion-protection",
-            Endpoint::NamespaceProtection => "namespace-protection",
-            Endpoint::StrictMode => "strict-mode-protection",
-            Endpoint::All => "all",
-        }
-    }
-}
+pub use crate::ir::admission::Endpoint;
 
 /// One admission request, as the evaluator needs it.
 #[derive(Clone, Debug)]
@@ -48,7 +24,7 @@ pub struct AdmissionInput {
     /// Empty for cluster-scoped objects.
     pub namespace: String,
     /// The object and old object read as `&Value`s; parsed as
-    /// [`Node`](crate::json::node::Node)s when only CEL reads them.
+    /// [`Node`](crate::common::json::node::Node)s when only CEL reads them.
     pub object: Option<Obj>,
     pub old_object: Option<Obj>,
     pub username: String,

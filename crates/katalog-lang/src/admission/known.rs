@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use crate::error::{Diagnostic, ErrorKind, did_you_mean};
-use crate::load::Loaded;
-use crate::source::DocPath;
+use crate::front::load::Loaded;
+use crate::front::source::DocPath;
 
 /// One built-in API resource, as discovery lists it.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -287,7 +287,7 @@ spec:
         message: m
 "
         );
-        let (loaded, diags) = crate::load::load(&[crate::Source::new("t.yaml", text)]);
+        let (loaded, diags) = crate::front::load::load(&[crate::Source::new("t.yaml", text)]);
         assert!(diags.is_empty(), "{}", diags.render());
         let warnings = unmatchable_resources(&loaded);
         assert!(warnings.len() <= 1);

@@ -119,7 +119,7 @@ pub fn select(group: &str, version: Option<&str>, plural: &str) -> Vec<Kind> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::Path;
+    use crate::common::path::Path;
     use crate::schema::{Lookup, lookup};
 
     #[test]

@@ -12,10 +12,10 @@ use kube_core::response::Status;
 use serde_json::Value;
 
 use super::eval::{AdmissionInput, Endpoint, evaluate_only};
-use crate::document::Operation;
+use crate::common::json::ValueAt;
+use crate::common::json::node::{Node, Obj};
+use crate::front::document::Operation;
 use crate::ir::Ir;
-use crate::json::ValueAt;
-use crate::json::node::{Node, Obj};
 
 pub const ADMISSION_REVIEW_VERSIONS: [&str; 2] =
     ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
@@ -182,7 +182,7 @@ fn parse_and_answer(
         (review.into_value(), objects)
     } else {
         // No key is special (see `parse_value`): both parses read the same.
-        let mut value: Value = crate::json::node::parse_value(body).map_err(malformed)?;
+        let mut value: Value = crate::common::json::node::parse_value(body).map_err(malformed)?;
         let objects = match value.get_mut("request") {
             Some(Value::Object(request)) => (
                 request.shift_remove("object").map(Obj::from),
@@ -764,9 +764,9 @@ spec:
         let reviews = [create, privileged, update, relabel, deployment, raw_key];
         for (review, verdict) in reviews.iter().zip(verdicts) {
             let body = serde_json::to_vec(review).unwrap();
-            let before = crate::json::node::CONVERSIONS.with(|c| c.get());
+            let before = crate::common::json::node::CONVERSIONS.with(|c| c.get());
             let got = review_bytes(&baseline, &body, Endpoint::Validate, None).expect("answered");
-            let converted = crate::json::node::CONVERSIONS.with(|c| c.get()) - before;
+            let converted = crate::common::json::node::CONVERSIONS.with(|c| c.get()) - before;
             assert_eq!(converted, 0, "objects converted for {review}");
             assert_eq!(
                 got.outcome.verdict,

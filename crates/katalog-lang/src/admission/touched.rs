@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use serde_json::Value;
 
-use crate::path::Segment;
+use crate::common::path::Segment;
 
 /// One step into a value: an object member or a list element.
 #[derive(Clone, Debug, PartialEq, Eq)]

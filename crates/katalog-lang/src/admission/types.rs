@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::ResourcePattern;
 use super::autogen::CONTROLLERS;
-use crate::path::{Path, Segment};
+use crate::common::path::{Path, Segment};
 
 /// The JSON type a field holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use super::MatchIr;
 use super::input::AdmissionInput;
+use crate::common::json::node::Obj;
 use crate::conversion::{ConvertError, convert};
 use crate::ir::Ir;
-use crate::json::node::Obj;
 
 /// How a rule sees a request.
 #[derive(Debug, PartialEq, Eq)]

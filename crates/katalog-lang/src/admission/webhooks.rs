@@ -29,9 +29,9 @@ use std::collections::BTreeSet;
 
 use super::input::Endpoint;
 use super::{MatchIr, ResourcePattern, SelectorIr, ValidationIr};
-use crate::document::Operation;
+use crate::common::path::Path;
+use crate::front::document::Operation;
 use crate::ir::Ir;
-use crate::path::Path;
 
 /// One rule of a webhook: the apiserver's `RuleWithOperations`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,7 +125,7 @@ pub fn implied_subresources(v: &ValidationIr) -> Vec<&'static str> {
 /// for UPDATE), and the pod controllers a Pod rule also applies to
 /// (autogen; their templates change on UPDATE too).
 pub(crate) fn registered(ir: &Ir, m: &MatchIr, implied: &[&str]) -> Vec<WebhookRule> {
-    let names = |ops: &BTreeSet<crate::document::Operation>| -> Vec<String> {
+    let names = |ops: &BTreeSet<crate::front::document::Operation>| -> Vec<String> {
         ops.iter().map(|o| o.as_str().to_string()).collect()
     };
     let ops = names(&m.operations);

@@ -8,15 +8,15 @@
 
 use serde_json::{Map, Value};
 
-use crate::document::{ScalarType, Unmapped};
+use crate::common::path::{Path, Segment, get_in, take_in};
+use crate::front::document::{ScalarType, Unmapped};
 use crate::ir::{
     Direction, Ir, Op, PartsIr, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece, WrapHow,
 };
-use crate::path::{Path, Segment, get_in, take_in};
 
 use super::stash::{StashState, Stashed};
-pub use crate::json::{json_eq, split_api_version};
-use crate::json::{show, type_name};
+pub use crate::common::json::{json_eq, split_api_version};
+use crate::common::json::{show, type_name};
 
 use super::error::fail;
 pub use super::error::{ANNOTATIONS_LIMIT, ConvertError};

@@ -11,7 +11,7 @@
 //! - [`review_bytes`]: a ConversionReview answered from its bytes, on the
 //!   fast path where it applies, with a typed [`ConversionOutcome`].
 //!
-//! The rules themselves are lowered from the Katalog by [`crate::compile`].
+//! The rules themselves are lowered from the Katalog by [`crate::conversion::compile`].
 //!
 //! ```
 //! use katalog_lang::{Source, compile_sources, conversion};
@@ -31,8 +31,12 @@
 //! assert_eq!(out["response"]["convertedObjects"][0]["spec"]["container"]["image"], "busybox");
 //! ```
 
+pub mod analysis;
+pub mod compile;
 mod error;
 pub mod eval;
+pub mod fuzz;
+mod language;
 pub mod remainder;
 pub mod review;
 pub mod splice;
@@ -43,9 +47,9 @@ pub use eval::{ConvertError, convert, convert_owned};
 
 use serde_json::Value;
 
+use crate::common::json::node::parse_value;
+use crate::common::json::split_api_version;
 use crate::ir::Ir;
-use crate::json::node::parse_value;
-use crate::json::split_api_version;
 use review::{ReviewError, review_conversion_owned};
 
 /// What a ConversionReview asked and how it was answered: what the server

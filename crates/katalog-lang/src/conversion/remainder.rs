@@ -27,9 +27,9 @@
 use serde_json::{Map, Value};
 
 use super::error::ANNOTATIONS_LIMIT;
+use crate::common::json::node::parse_value;
+use crate::common::path::{Path, Segment, SetError};
 use crate::ir::RemainderIr;
-use crate::json::node::parse_value;
-use crate::path::{Path, Segment, SetError};
 use crate::schema::SchemaNode;
 
 /// Why the remainder could not be kept or restored.
@@ -425,8 +425,8 @@ mod tests {
     use serde_json::json;
 
     use super::RemainderError;
+    use crate::common::path::Path;
     use crate::conversion::eval::{ANNOTATIONS_LIMIT, convert};
-    use crate::path::Path;
     use crate::{Ir, Source};
 
     fn ir() -> Ir {

@@ -10,9 +10,9 @@ use kube_core::response::Status;
 use serde_json::Value;
 
 use super::eval::{ConvertError, convert, convert_owned};
+use crate::common::json::node::parse_value;
+use crate::common::json::split_api_version;
 use crate::ir::Ir;
-use crate::json::node::parse_value;
-use crate::json::split_api_version;
 
 /// The review versions the apiserver may send.
 pub const CONVERSION_REVIEW_VERSIONS: [&str; 2] =
@@ -88,7 +88,7 @@ fn answer(ir: &Ir, mut request: ConversionRequest) -> ConversionResponse {
         let who = describe(&object);
         let before = Invariants::of(&object);
         // Cooperative cancellation: a review past its deadline stops here.
-        if let Err(e) = crate::budget::check_deadline() {
+        if let Err(e) = crate::common::budget::check_deadline() {
             let message = format!("failed to convert object {i} ({who}) to {desired}: {e}");
             return response.failure(Status::failure(&message, "ConversionFailed"));
         }

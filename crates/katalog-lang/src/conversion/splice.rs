@@ -44,9 +44,9 @@ use serde_json::{Map, Value};
 use super::eval::convert_owned;
 use super::review::{CONVERSION_REVIEW_VERSIONS, Invariants};
 use super::touch::{self, Touch};
+use crate::common::json::node::{ValueSeed, parse_value};
+use crate::common::json::split_api_version;
 use crate::ir::Ir;
-use crate::json::node::{ValueSeed, parse_value};
-use crate::json::split_api_version;
 
 /// The prefix of a marker: NUL, a per-process random nonce, then the index
 /// of the run of untouched members it stands for. A key a rule could
@@ -469,7 +469,7 @@ impl Answers {
         desired: &str,
         whole: bool,
     ) -> Option<()> {
-        crate::budget::check_deadline().ok()?;
+        crate::common::budget::check_deadline().ok()?;
         let api_version = tree.get("apiVersion").and_then(Value::as_str).unwrap_or("");
         match &self.first {
             None => {
@@ -897,7 +897,7 @@ mod tests {
         let base = r#"{"a": [1, 2.50, "\u00e9"], "b" :{}, "c": 3}"#;
         let mut runs = Vec::new();
         let mut touch = Touch::default();
-        touch.add(&crate::path::Path::root().child("c"));
+        touch.add(&crate::common::path::Path::root().child("c"));
         let mut de = serde_json::Deserializer::from_str(base);
         let mut tree = Partial {
             touch: &touch,
@@ -932,7 +932,7 @@ mod tests {
     fn a_key_written_with_escapes_sends_the_review_to_the_tree_path() {
         let base = r#"{"\u0061": 1, "c": 2}"#;
         let mut touch = Touch::default();
-        touch.add(&crate::path::Path::root().child("c"));
+        touch.add(&crate::common::path::Path::root().child("c"));
         let mut de = serde_json::Deserializer::from_str(base);
         let read = Partial {
             touch: &touch,

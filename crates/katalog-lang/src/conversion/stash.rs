@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{ANNOTATIONS_LIMIT, ConvertError, fail};
-use crate::json::node::parse_value;
+use crate::common::json::node::parse_value;
 
 /// The key that lists the fields of a section that were absent.
 const ABSENT: &str = "!absent";

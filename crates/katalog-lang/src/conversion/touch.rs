@@ -20,8 +20,8 @@
 //! or keep a whole-remainder stash (computed from the whole object against
 //! the schema) touches everything: it has no touch set.
 
+use crate::common::path::{Path, Segment};
 use crate::ir::{Ir, Op, ResourceIr, RuleId, Side};
-use crate::path::{Path, Segment};
 
 /// The parts of an object a conversion reads or writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -11,19 +11,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::Value;
 
 use crate::cel::CelProgram;
-use crate::document::{
+use crate::common::names::{anchored_regex, is_dns_label_char, qualified_name_problem};
+use crate::common::path::{Path, Segment};
+use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::front::document::{
     CelRule, DEFAULT_STASH_ANNOTATION, ListMapRule, Parts, Resource, Rule, ScalarType, WrapRule,
 };
-use crate::error::{Diagnostic, Diagnostics, ErrorKind};
+use crate::front::load::{Loaded, LoadedDocument};
+use crate::front::source::{DocPath, Loc};
 use crate::ir::{
     Direction, Ir, Op, PartsIr, Proof, RemainderIr, ResourceIr, RuleId, RuleIr, Side, Splitter,
     StashSlot, TemplatePiece, VersionIr, WrapHow,
 };
-use crate::load::{Loaded, LoadedDocument};
-use crate::path::{Path, Segment};
 use crate::schema::{Crd, Schemas};
-use crate::source::{DocPath, Loc};
-use crate::syntax::{anchored_regex, is_dns_label_char, qualified_name_problem};
 
 /// Compile loaded documents into the IR.
 pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
@@ -35,13 +35,13 @@ pub fn compile(loaded: &Loaded) -> Result<Ir, Diagnostics> {
 /// versions, and every conversion path against the schema of the side it
 /// names. A resource without a CRD in `schemas` is compiled unchecked.
 /// The rules are then checked against the schemas by
-/// [`crate::analysis::analyze`]; its errors are compile errors.
+/// [`crate::conversion::analysis::analyze`]; its errors are compile errors.
 pub fn compile_with_schemas(loaded: &Loaded, schemas: &Schemas) -> Result<Ir, Diagnostics> {
     let mut ir = compile_unanalyzed(loaded, schemas)?;
     // The conversion rules against the CRD schemas: a Katalog that can lose
     // data does not compile; its warnings are the Katalog's warnings.
     if !schemas.crds.is_empty() {
-        let analysis = crate::analysis::analyze(loaded, &ir, schemas);
+        let analysis = crate::conversion::analysis::analyze(loaded, &ir, schemas);
         if analysis.has_errors() {
             return Err(analysis.diagnostics);
         }
@@ -351,10 +351,9 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            let annotation = s
-                .annotation
-                .clone()
-                .unwrap_or_else(|| crate::document::DEFAULT_REMAINDER_ANNOTATION.to_string());
+            let annotation = s.annotation.clone().unwrap_or_else(|| {
+                crate::front::document::DEFAULT_REMAINDER_ANNOTATION.to_string()
+            });
             if let Some(problem) = qualified_name_problem(&annotation) {
                 self.error(
                     scope.doc,
@@ -599,9 +598,9 @@ impl Compiler<'_> {
         if let Some(scope) = crd.scope
             && scope != r.scope
         {
-            let name = |s: crate::document::Scope| match s {
-                crate::document::Scope::Namespaced => "Namespaced",
-                crate::document::Scope::Cluster => "Cluster",
+            let name = |s: crate::front::document::Scope| match s {
+                crate::front::document::Scope::Namespaced => "Namespaced",
+                crate::front::document::Scope::Cluster => "Cluster",
             };
             let at = if doc.root.key_node(&at.key("scope")).is_some() {
                 at.key("scope")
@@ -1246,7 +1245,7 @@ impl Compiler<'_> {
                 (&to_hub, &ex.spoke, &ex.hub, "toHub"),
             ] {
                 match prog.eval(&[("self", input), ("object", &Value::Null)]) {
-                    Ok(got) if crate::json::json_eq(&got, want) => {}
+                    Ok(got) if crate::common::json::json_eq(&got, want) => {}
                     Ok(got) => {
                         failed = true;
                         self.error(

@@ -12,10 +12,12 @@ use std::fmt;
 use regex::Regex;
 use serde_json::Value;
 
+pub mod admission;
+
 use crate::cel::CelProgram;
-use crate::document::{ScalarType, Scope, Unmapped};
-use crate::path::Path;
-use crate::source::{DocPath, Loc};
+use crate::common::path::Path;
+use crate::front::document::{ScalarType, Scope, Unmapped};
+use crate::front::source::{DocPath, Loc};
 
 /// Index of a rule in [`Ir::rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,7 +65,7 @@ pub struct Ir {
     pub resources: Vec<ResourceIr>,
     pub rules: Vec<RuleIr>,
     /// Validation, mutation and protections.
-    pub admission: crate::admission::AdmissionIr,
+    pub admission: admission::AdmissionIr,
     /// Names of the sources compiled, in order.
     pub sources: Vec<String>,
 }
@@ -81,7 +83,7 @@ pub struct ResourceIr {
     /// The CRD `crd:` names, when it was read: the schema of each version.
     pub schemas: Option<std::sync::Arc<crate::schema::Crd>>,
     /// `sensitive:` paths: values no built-in admission message prints.
-    pub sensitive: Vec<crate::path::Path>,
+    pub sensitive: Vec<crate::common::path::Path>,
     pub loc: Option<Loc>,
 }
 
@@ -533,7 +535,7 @@ impl Ir {
             writeln!(f, "variable {name} = `{}`", prog.source())?;
         }
         // As written: `v1/pods` for the core group.
-        let pattern = |r: &crate::admission::ResourcePattern| {
+        let pattern = |r: &admission::ResourcePattern| {
             let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "*".into());
             match r.group.as_deref() {
                 Some("") => format!("{}/{}", part(&r.version), part(&r.resource)),
@@ -545,7 +547,7 @@ impl Ir {
                 ),
             }
         };
-        let resources = |m: &crate::admission::MatchIr| {
+        let resources = |m: &admission::MatchIr| {
             m.resources
                 .iter()
                 .map(pattern)
@@ -554,7 +556,7 @@ impl Ir {
         };
         // Where else a rule applies: declared resources at the version it is
         // written against, pod templates of controllers (autogen).
-        let extra = |m: &crate::admission::MatchIr| {
+        let extra = |m: &admission::MatchIr| {
             let mut out = String::new();
             for t in &m.declared {
                 out.push_str(&format!(

@@ -6,9 +6,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::document::{API_VERSION, KIND, KatalogDocument, Rule};
 use crate::error::{Diagnostic, Diagnostics, ErrorKind, did_you_mean};
-use crate::source::{DocPath, DocStep, Loc, Node, NodeKind, Source};
+use crate::front::document::{API_VERSION, KIND, KatalogDocument, Rule};
+use crate::front::source::{DocPath, DocStep, Loc, Node, NodeKind, Source};
 
 mod decode;
 
@@ -27,8 +27,8 @@ pub struct LoadedDocument {
     /// decode is left out).
     pub resource_indices: Vec<usize>,
     /// Admission rules with their original index (`spec.admission.validations[i]`).
-    pub validations: Vec<(usize, crate::document::Validation)>,
-    pub mutations: Vec<(usize, crate::document::Mutation)>,
+    pub validations: Vec<(usize, crate::front::document::Validation)>,
+    pub mutations: Vec<(usize, crate::front::document::Mutation)>,
 }
 
 impl LoadedDocument {
@@ -137,7 +137,7 @@ fn load_source(source: &Source, loaded: &mut Loaded, diags: &mut Diagnostics) {
 /// The documents of a source, read as kubectl reads YAML, or the located
 /// reason they cannot be.
 pub(crate) fn read_yaml(source: &Source) -> Result<Vec<Node>, Diagnostics> {
-    crate::yaml::read_documents(&source.text).map_err(|e| {
+    crate::front::yaml::read_documents(&source.text).map_err(|e| {
         let mut d = Diagnostic::new(
             ErrorKind::Syntax,
             format!("failed to parse YAML: {}", e.message()),
@@ -285,7 +285,9 @@ impl Ctx<'_> {
         if message.starts_with("data did not match any variant of untagged enum PodControllers") {
             let (node, found) = self.root.walk(path);
             let value = found.then(|| node.to_value());
-            let shown = value.as_ref().map_or("this".to_string(), crate::json::show);
+            let shown = value
+                .as_ref()
+                .map_or("this".to_string(), crate::common::json::show);
             let kinds = crate::admission::autogen::CONTROLLERS
                 .iter()
                 .map(|(k, ..)| *k)
@@ -339,8 +341,8 @@ fn list(items: &[String]) -> String {
 
 type RuleIndices = std::collections::BTreeMap<(usize, String), Vec<usize>>;
 type AdmissionRules = (
-    Vec<(usize, crate::document::Validation)>,
-    Vec<(usize, crate::document::Mutation)>,
+    Vec<(usize, crate::front::document::Validation)>,
+    Vec<(usize, crate::front::document::Mutation)>,
 );
 /// A document's typed parts: the document, the kept rules' and resources'
 /// original indices, the admission rules.
@@ -398,7 +400,7 @@ fn load_document(source: &Source, root: &Node, diags: &mut Diagnostics) -> Optio
     // one does not hide the mistakes in the others.
     let metadata = decode::member(root, "metadata")
         .and_then(|m| ctx.decode_node(m, Mask::None, &top.key("metadata")));
-    let resources: Vec<Option<crate::document::Resource>> = resource_list
+    let resources: Vec<Option<crate::front::document::Resource>> = resource_list
         .into_iter()
         .flatten()
         .enumerate()
@@ -531,8 +533,8 @@ fn not_a_list(ctx: &mut Ctx, list: &Node) {
 /// The typed document with the parts decoded on their own put in.
 fn assemble(
     doc: Option<KatalogDocument>,
-    metadata: Option<crate::document::Metadata>,
-    resources: Vec<Option<crate::document::Resource>>,
+    metadata: Option<crate::front::document::Metadata>,
+    resources: Vec<Option<crate::front::document::Resource>>,
     rules: Vec<(usize, String, Vec<Option<Rule>>)>,
     admission: AdmissionRules,
 ) -> Option<Decoded> {
@@ -735,11 +737,10 @@ mod tests {
             }
             // Decode metadata and each resource on their own too, so a mistake in
             // one does not hide the mistakes in the others.
-            let metadata = value
-                .get_mut("metadata")
-                .map(std::mem::take)
-                .and_then(|m| ctx.decode::<crate::document::Metadata>(m, &top.key("metadata")));
-            let resources: Vec<Option<crate::document::Resource>> =
+            let metadata = value.get_mut("metadata").map(std::mem::take).and_then(|m| {
+                ctx.decode::<crate::front::document::Metadata>(m, &top.key("metadata"))
+            });
+            let resources: Vec<Option<crate::front::document::Resource>> =
                 match value.pointer_mut("/spec/resources").map(std::mem::take) {
                     Some(Value::Array(items)) => items
                         .into_iter()
@@ -862,7 +863,7 @@ mod tests {
     /// document and the same diagnostics at the same places.
     #[test]
     fn decoding_from_the_tree_agrees_with_decoding_the_value() {
-        let files = crate::yaml::repository_yaml_files();
+        let files = crate::front::yaml::repository_yaml_files();
         let replacements = [
             Some(NodeKind::Null),
             Some(NodeKind::String("x".into())),

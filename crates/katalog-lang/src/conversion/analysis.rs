@@ -32,12 +32,12 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::path::{Path, Segment};
 use crate::error::{Diagnostic, Diagnostics, ErrorKind, did_you_mean};
+use crate::front::load::{Loaded, LoadedDocument};
+use crate::front::source::DocPath;
 use crate::ir::{Direction, Ir, Op, PartsIr, Proof, ResourceIr, RuleId, Side, WrapHow};
-use crate::load::{Loaded, LoadedDocument};
-use crate::path::{Path, Segment};
 use crate::schema::{Lookup, SchemaNode, Schemas, lookup};
-use crate::source::DocPath;
 
 /// What the analysis found: a report per resource, and its diagnostics
 /// (errors make the Katalog fail to compile).
@@ -679,7 +679,7 @@ impl Walk<'_> {
         {
             let (at, rule) = self.cause_at(cause);
             let theirs = match &s.default {
-                Some(x) => format!("defaults to {}", crate::json::show(x)),
+                Some(x) => format!("defaults to {}", crate::common::json::show(x)),
                 None => "has no default".to_string(),
             };
             self.warn(
@@ -687,7 +687,7 @@ impl Walk<'_> {
                 format!(
                     "`{tp}` of {} defaults to {} but `{sp}` of {} {theirs}{rule}: a {} client that reads an object without it and writes it back stores the default",
                     self.to,
-                    crate::json::show(d),
+                    crate::common::json::show(d),
                     self.from,
                     self.to
                 ),
@@ -857,7 +857,7 @@ impl Walk<'_> {
                 let mut problems = Vec::new();
                 for v in sn.iter().flat_map(|n| &n.enum_values) {
                     let Some(text) = v.as_str() else { continue };
-                    let passes = *unmapped == crate::document::Unmapped::Passthrough
+                    let passes = *unmapped == crate::front::document::Unmapped::Passthrough
                         && !outputs.contains(&text.to_string())
                         && (target_enum.is_empty() || target_enum.contains(v));
                     if !map.contains_key(text) && !passes {
@@ -1091,7 +1091,7 @@ impl Walk<'_> {
                                 &at,
                                 format!(
                                     "example {i} writes {} at `{tp}`, which the schema of {} does not allow: {problem}",
-                                    crate::json::show(written),
+                                    crate::common::json::show(written),
                                     self.to
                                 ),
                                 Some(format!(
@@ -1211,10 +1211,10 @@ impl Walk<'_> {
             // length bounds allow that does not convert.
             (Kind::String, Kind::Integer | Kind::Boolean) => {
                 let takes = match tt {
-                    Kind::Integer => crate::language::int64_strings(),
-                    _ => crate::language::BOOLEAN_STRINGS.to_string(),
+                    Kind::Integer => crate::conversion::language::int64_strings(),
+                    _ => crate::conversion::language::BOOLEAN_STRINGS.to_string(),
                 };
-                crate::language::string_outside(
+                crate::conversion::language::string_outside(
                     sn.pattern.as_deref(),
                     sn.min_length,
                     sn.max_length,
@@ -1533,8 +1533,8 @@ fn canonical(text: &str, kind: Kind) -> bool {
     }
 }
 
-fn scalar_kind(t: crate::document::ScalarType) -> Kind {
-    use crate::document::ScalarType;
+fn scalar_kind(t: crate::front::document::ScalarType) -> Kind {
+    use crate::front::document::ScalarType;
     match t {
         ScalarType::String => Kind::String,
         ScalarType::Integer => Kind::Integer,
@@ -1608,7 +1608,7 @@ pub fn init_katalog(
         .map(|v| v.name.as_str())
         .collect();
     let scope = match crd.scope {
-        Some(crate::document::Scope::Cluster) => "Cluster",
+        Some(crate::front::document::Scope::Cluster) => "Cluster",
         _ => "Namespaced",
     };
     let mut out = format!(

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Number;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
 
-use crate::source::{Node, NodeKind};
+use crate::front::source::{Node, NodeKind};
 
 mod one_pass;
 

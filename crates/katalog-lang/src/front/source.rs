@@ -153,7 +153,7 @@ pub struct Node {
     pub column: usize,
     pub kind: NodeKind,
     /// The byte range (offset, length) of the node's definition (for an
-    /// alias, of the anchored node), by which [`crate::yaml`] finds the
+    /// alias, of the anchored node), by which [`crate::front::yaml`] finds the
     /// scalar's style.
     pub defined_at: Option<(usize, usize)>,
 }

@@ -18,7 +18,7 @@ use serde_saphyr::Budget;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
 use super::{Breach, Error, Limits, Plain, json_number, plain_key, resolve_plain};
-use crate::source::{Node, NodeKind};
+use crate::front::source::{Node, NodeKind};
 
 /// Every document of `text` (or the error of a count past `limits`), or
 /// `None` when the careful path must decide.
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn every_yaml_file_of_the_repository_reads_the_same() {
-        let files = crate::yaml::repository_yaml_files();
+        let files = crate::front::yaml::repository_yaml_files();
         assert!(files.len() > 50, "found {} YAML files", files.len());
         let mut wrong = Vec::new();
         let mut stepped_aside = Vec::new();

@@ -21,7 +21,7 @@ use serde::de::{
 };
 use serde_json::Error;
 
-use crate::source::{DocPath, DocStep, Node, NodeKind};
+use crate::front::source::{DocPath, DocStep, Node, NodeKind};
 
 /// Decode `node` as `T`; on error, the path (below the node) where it arose.
 pub(crate) fn decode<'a, T: de::Deserialize<'a>>(

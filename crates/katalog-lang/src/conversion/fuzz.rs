@@ -23,9 +23,9 @@ use std::fmt;
 use regex_syntax::hir::{Class, Hir, HirKind};
 use serde_json::{Map, Number, Value};
 
+use crate::common::path::{Path, Segment};
 use crate::conversion::{ConvertError, convert};
 use crate::ir::{Ir, ResourceIr, RuleId};
-use crate::path::{Path, Segment};
 use crate::schema::{ListType, Opacity, SchemaNode};
 
 /// A double as Go's encoding/json writes it (what the apiserver sends):
@@ -983,7 +983,10 @@ mod tests {
             seen.insert(i.to_string());
             let x = Generator::new(&mut rng).value(&num, 1).as_f64().unwrap();
             assert!(x > 0.0 && x < 1.0, "{x}");
-            assert_eq!(crate::analysis::value_problem(&num, &x.into()), None);
+            assert_eq!(
+                crate::conversion::analysis::value_problem(&num, &x.into()),
+                None
+            );
         }
         assert_eq!(
             seen.len(),

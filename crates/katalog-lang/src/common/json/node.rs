@@ -194,9 +194,9 @@ impl Node {
     }
 
     /// The value at `segments` (keys and indices; a wildcard selects
-    /// nothing), as [`crate::path::get_in`] reads a [`Value`].
-    pub fn at(&self, segments: &[crate::path::Segment]) -> Option<&Node> {
-        use crate::path::Segment;
+    /// nothing), as [`crate::common::path::get_in`] reads a [`Value`].
+    pub fn at(&self, segments: &[crate::common::path::Segment]) -> Option<&Node> {
+        use crate::common::path::Segment;
         let mut cur = self;
         for seg in segments {
             cur = match (seg, cur) {

@@ -410,7 +410,7 @@ pub fn get_in<'v>(segments: &[Segment], value: &'v Value) -> Option<&'v Value> {
     let mut cur = value;
     for seg in segments {
         cur = match (seg, cur) {
-            (Segment::Key(k), Value::Object(m)) => crate::json::member(m, k)?,
+            (Segment::Key(k), Value::Object(m)) => crate::common::json::member(m, k)?,
             (Segment::Index(i), Value::Array(a)) => a.get(*i)?,
             _ => return None,
         };
