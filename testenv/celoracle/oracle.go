@@ -9,6 +9,16 @@
 // in DIR (k8s.io/apiserver/pkg/cel/library/*_test.go) with its answers
 // instead: testenv/celoracle/tables.sh writes testdata/cel/library-cases.jsonl.
 //
+// With --cost (alone or after --math-and-base64), each answer is cel-go's
+// cost of the expression instead: the static estimate of the type checker
+// (k8s.io/apiserver's library.CostEstimator with no size estimator, so every
+// dyn value has an unknown size, as a VAP's variables do) and the runtime
+// cost of one evaluation over the bindings (also after an evaluation error):
+//
+//	{"min": <estimate>, "max": <estimate>, "cost": <runtime cost>}
+//	{"min": ..., "max": ..., "cost": ..., "error": "<message>", "stage": "eval"}
+//	{"error": "<message>", "stage": "compile"}
+//
 // Input, on stdin, one JSON object a line:
 //
 //	{"expr": "object.spec.replicas > 1", "bindings": {"object": {...}}}
@@ -132,6 +142,48 @@ type Answer struct {
 	Cost  *uint64         `json:"cost,omitempty"`
 	Error string          `json:"error,omitempty"`
 	Stage string          `json:"stage,omitempty"`
+}
+
+// CostAnswer is one output line of --cost.
+type CostAnswer struct {
+	Min   *uint64 `json:"min,omitempty"`
+	Max   *uint64 `json:"max,omitempty"`
+	Cost  *uint64 `json:"cost,omitempty"`
+	Error string  `json:"error,omitempty"`
+	Stage string  `json:"stage,omitempty"`
+}
+
+// Cost answers one case of --cost: the estimate cel-go's checker gives the
+// expression with the Kubernetes cost estimator (the one the apiserver
+// uses for CRD validation rules), and the runtime cost of evaluating it.
+func (o *Oracle) Cost(c Case) CostAnswer {
+	ast, iss := o.env.Compile(c.Expr)
+	if iss != nil && iss.Err() != nil {
+		return CostAnswer{Error: iss.Err().Error(), Stage: "compile"}
+	}
+	est, err := o.env.EstimateCost(ast, &library.CostEstimator{})
+	if err != nil {
+		return CostAnswer{Error: err.Error(), Stage: "estimate"}
+	}
+	ans := CostAnswer{Min: &est.Min, Max: &est.Max}
+	prg, err := o.Program(c.Expr)
+	if err != nil {
+		ans.Error, ans.Stage = err.Error(), "program"
+		return ans
+	}
+	vars, err := Bind(c.Bindings)
+	if err != nil {
+		ans.Error, ans.Stage = err.Error(), "input"
+		return ans
+	}
+	_, det, err := prg.Eval(vars)
+	if det != nil {
+		ans.Cost = det.ActualCost()
+	}
+	if err != nil {
+		ans.Error, ans.Stage = err.Error(), "eval"
+	}
+	return ans
 }
 
 // Bind converts JSON bindings to CEL values.
@@ -306,7 +358,18 @@ func writeString(buf *bytes.Buffer, s string) {
 }
 
 func main() {
-	extensions := len(os.Args) == 2 && os.Args[1] == "--math-and-base64"
+	args := os.Args[1:]
+	extensions := len(args) >= 1 && args[0] == "--math-and-base64"
+	if extensions {
+		args = args[1:]
+	}
+	cost := len(args) == 1 && args[0] == "--cost"
+	if len(args) == 1 && (cost || args[0] == "--version") || len(args) == 2 && args[0] == "--tables" || len(args) == 0 {
+		os.Args = append(os.Args[:1], args...)
+	} else {
+		fmt.Fprintln(os.Stderr, "celoracle: usage: celoracle [--math-and-base64] [--cost | --tables DIR | --version]")
+		os.Exit(2)
+	}
 	oracle, err := NewOracle(extensions)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celoracle:", err)
@@ -330,9 +393,11 @@ func main() {
 		line, err := in.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
 			var c Case
-			var ans Answer
+			var ans any
 			if jerr := json.Unmarshal(line, &c); jerr != nil {
 				ans = Answer{Error: "bad input line: " + jerr.Error(), Stage: "input"}
+			} else if cost {
+				ans = oracle.Cost(c)
 			} else {
 				ans = oracle.Eval(c)
 			}

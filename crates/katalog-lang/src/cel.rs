@@ -66,6 +66,7 @@
 //! in their input order.
 
 mod ast;
+pub mod cost;
 mod macros;
 mod native;
 mod time;
@@ -341,6 +342,8 @@ struct Compiled {
     /// Whether it reads nothing but [`REQUEST`] (asked for every
     /// evaluation of an admission rule).
     request_only: bool,
+    /// The apiserver's static cost estimate ([`cost`]).
+    estimate: Result<cost::Estimate, cost::Unsupported>,
 }
 
 /// What CEL sees of an admission request: an expression that reads only
@@ -650,7 +653,7 @@ impl CelProgram {
         // rare, so a thread per compile is cheap insurance against aborting
         // the process on a deeply nested expression. Joining the thread also
         // turns a parser panic into an error.
-        let ast = std::thread::scope(|scope| {
+        let (ast, estimate) = std::thread::scope(|scope| {
             let parser = std::thread::Builder::new()
                 .name("katalog-cel-parser".to_owned())
                 .stack_size(PARSER_STACK_SIZE)
@@ -687,6 +690,7 @@ impl CelProgram {
                 cost: polynomial,
                 items,
                 request_only,
+                estimate,
             }),
         })
     }
@@ -695,6 +699,13 @@ impl CelProgram {
     /// map has `largest` items (see [`crate::budget`]).
     pub fn cost(&self, largest: u64) -> u64 {
         eval_cost(&self.inner.cost, largest)
+    }
+
+    /// The static cost estimate the kube-apiserver (cel-go with the
+    /// Kubernetes cost estimator) gives the expression, with every variable
+    /// `dyn` ([`cost`]); an error names what the estimate cannot follow.
+    pub fn estimated_cost(&self) -> Result<cost::Estimate, cost::Unsupported> {
+        self.inner.estimate.clone()
     }
 
     /// The expression source this program was compiled from.
@@ -1649,7 +1660,11 @@ fn panic_message(payload: &(dyn Any + Send)) -> InterpreterPanic {
     InterpreterPanic { detail }
 }
 
-fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
+/// The parsed and checked expression, with its static cost estimate
+/// ([`cost::estimate`], on the tree before katalog's macro expansion).
+type Parsed = (IdedExpr, Result<cost::Estimate, cost::Unsupported>);
+
+fn parse_and_check(expr: &str) -> Result<Parsed, CompileFailure> {
     let lexed = unary::lex(expr);
     if let Some(at) = lexed.backtick {
         let (at, snippet) = types::caret_at(expr, at);
@@ -1660,6 +1675,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
         .max_recursion_depth(MAX_PARSE_DEPTH)
         .parse(&lexed.text)
         .map_err(|errors| CompileFailure::Syntax(errors.to_string()))?;
+    let estimate = cost::estimate(&ast);
     type_values::rewrite_qualified(&mut ast);
     macros::expand(&mut ast).map_err(|e| {
         let (at, snippet) = caret_at_call(expr, &e.name);
@@ -1678,7 +1694,7 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
             name,
         });
     }
-    Ok(ast)
+    Ok((ast, estimate))
 }
 
 /// Every function the interpreter's context has ([`base_context`]: cel's

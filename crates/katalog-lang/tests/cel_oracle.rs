@@ -766,3 +766,30 @@ fn generated_expressions_get_cel_gos_answers() {
         new.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
     );
 }
+
+/// The same generated expressions, for the static cost estimate: katalog's
+/// (`katalog_lang::cel::cost`) must be cel-go's with the Kubernetes cost
+/// estimator (`tests/oracle/cost.rs`, `testdata/cel/cost-differences.yaml`).
+#[test]
+fn generated_expressions_get_cel_gos_cost_estimates() {
+    let n = std::env::var("CEL_ORACLE_CASES")
+        .ok()
+        .map(|s| s.parse().expect("CEL_ORACLE_CASES is a number"))
+        .unwrap_or(10_000);
+    let seed = std::env::var("CEL_ORACLE_SEED")
+        .ok()
+        .map(|s| s.parse().expect("CEL_ORACLE_SEED is a number"))
+        .unwrap_or(30);
+    let exprs: Vec<String> = cases(seed, n).into_iter().map(|c| c.expr).collect();
+    let binary = build(&repo());
+    let answers = oracle::cost::ask_costs(&binary, &exprs);
+    let known = oracle::cost::known_cost_differences(&repo());
+    let new = oracle::cost::compare_costs("generated expressions", &exprs, &answers, &known);
+    assert!(
+        new.is_empty(),
+        "{} estimates differ from cel-go's (fix them, or list them with the reason in \
+         testdata/cel/cost-differences.yaml); the first ones:\n{}",
+        new.len(),
+        new.iter().take(30).cloned().collect::<Vec<_>>().join("\n")
+    );
+}

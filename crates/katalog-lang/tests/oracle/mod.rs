@@ -5,6 +5,8 @@
 // Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod cost;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
