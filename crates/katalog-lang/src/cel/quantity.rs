@@ -132,6 +132,10 @@ fn as_int64((value, scale): (i64, i32)) -> Option<i64> {
 
 /// `value * 10^scale`, `None` on overflow (`positiveScaleInt64`).
 fn scale_up(value: i64, scale: i32) -> Option<i64> {
+    if value == 0 {
+        return Some(0);
+    }
+    // Past 10^18 every non-zero value overflows: the loop stops there.
     (0..scale).try_fold(value, |v, _| v.checked_mul(10))
 }
 
@@ -147,9 +151,9 @@ fn add(a: (i64, i32), b: (i64, i32)) -> Option<(i64, i32)> {
     let (value, scale) = if a.1 == b.1 {
         (a.0.checked_add(b.0)?, a.1)
     } else if a.1 > b.1 {
-        (scale_up(a.0, a.1 - b.1)?.checked_add(b.0)?, b.1)
+        (scale_up(a.0, a.1.checked_sub(b.1)?)?.checked_add(b.0)?, b.1)
     } else {
-        (a.0.checked_add(scale_up(b.0, b.1 - a.1)?)?, a.1)
+        (a.0.checked_add(scale_up(b.0, b.1.checked_sub(a.1)?)?)?, a.1)
     };
     Some((value, scale))
 }
@@ -176,7 +180,7 @@ fn parse_fast(s: &str) -> Option<(i64, i32)> {
     };
     let (binary, exponent) = suffix_exponent(suffix)?;
     let places = i32::try_from(num.len() + denom.len()).ok()?;
-    let (mut scale, precision, mantissa) = if binary {
+    let (scale, precision, mantissa) = if binary {
         if denom.is_empty() {
             // Go: 15 - len(num) - int32(float32(exponent)*3/10) - 1.
             let len = i32::try_from(num.len()).ok()?;
@@ -190,7 +194,7 @@ fn parse_fast(s: &str) -> Option<(i64, i32)> {
     if precision < 0 {
         return None;
     }
-    scale -= i32::try_from(denom.len()).ok()?;
+    let scale = scale.checked_sub(i32::try_from(denom.len()).ok()?)?;
     if scale < -9 {
         return None;
     }
@@ -239,6 +243,12 @@ mod tests {
         assert_eq!(parse_fast("1n"), Some((1, -9)));
         assert_eq!(parse_fast("1.5n"), None);
         assert_eq!(parse_fast("9999999999999999999999999999999999999G"), None);
+        // An exponent at the edge of i32 is no overflow.
+        assert_eq!(parse_fast("1.5e-2147483648"), None);
+        assert_eq!(parse_fast("1e2147483647"), Some((1, i32::MAX)));
+        assert_eq!(as_int64((0, i32::MAX)), Some(0));
+        assert_eq!(as_int64((1, i32::MAX)), None);
+        assert_eq!(add((1, i32::MAX), (1, -9)), None);
         assert_eq!(as_int64((50, 3)), Some(50_000));
         assert_eq!(as_int64((15, -1)), None);
         assert_eq!(add((50, 3), (20, 0)), Some((50_020, 0)));
