@@ -67,8 +67,11 @@
 
 mod ast;
 pub mod cost;
+mod library;
 mod macros;
+mod named_format;
 mod native;
+mod quantity;
 mod time;
 mod type_values;
 pub mod types;
@@ -1755,7 +1758,14 @@ fn unknown_function(expr: &IdedExpr) -> Option<String> {
             Some(Expr::Ident(ns)) => FUNCTION_NAMES.contains(&format!("{ns}.{name}").as_str()),
             _ => false,
         };
-        if !namespaced && !FUNCTION_NAMES.contains(&name) {
+        // cel-go's checker refuses `'abc'.reverse()`: no overload on a
+        // string (see `STRICT` for a string known at run time only).
+        let string_reverse = name == "reverse"
+            && matches!(
+                call.target.as_deref().map(|t| &t.expr),
+                Some(Expr::Literal(LiteralValue::String(_)))
+            );
+        if string_reverse || (!namespaced && !FUNCTION_NAMES.contains(&name)) {
             found = Some(match call.target.as_deref().map(|t| &t.expr) {
                 Some(Expr::Ident(ns)) if FUNCTION_NAMESPACES.contains(&ns.as_str()) => {
                     format!("{ns}.{name}")
@@ -1779,8 +1789,11 @@ fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
 /// not, or the nearest name it has.
 fn unknown_function_hint(name: &str) -> String {
     match name {
-        "sortBy" => "the lists extension's `sortBy` (Kubernetes 1.34) is not supported here \
-                     yet: `sort()` sorts a list of comparable values"
+        "sortBy" => "`sortBy` is a macro: `list.sortBy(e, key)` takes a variable and an \
+                     expression"
+            .into(),
+        "reverse" => "Kubernetes' strings extension (version 2) has no `reverse()` on \
+                      strings; `reverse()` reverses a list"
             .into(),
         "optMap" | "optFlatMap" => {
             format!("`{name}` is a macro: `optional.{name}(x, expression)`")
@@ -2421,6 +2434,26 @@ fn base_context() -> &'static Context<'static> {
             Box::new(wkt::construct) as StrictFunction,
         );
         ctx.add_function(time::IN_RANGE, Box::new(time::in_range) as StrictFunction);
+        ctx.add_function(library::SORT_BY, library::sort_by);
+        ctx.add_function("orValue", library::or_value);
+        ctx.add_function("or", library::or);
+        for op in ["math.bitAnd", "math.bitOr", "math.bitXor"] {
+            ctx.add_function(op, library::bit_op(op));
+        }
+        ctx.add_function("math.bitNot", library::bit_not);
+        ctx.add_function("math.bitShiftLeft", library::bit_shift(true));
+        ctx.add_function("math.bitShiftRight", library::bit_shift(false));
+        ctx.add_function("math.greatest", library::extremum(true));
+        ctx.add_function("math.least", library::extremum(false));
+        ctx.add_function("quantity", strict_fn(quantity::quantity));
+        for name in quantity::METHODS {
+            ctx.add_function(name, quantity::method(name));
+        }
+        for name in named_format::NAMES {
+            ctx.add_function(&format!("format.{name}"), named_format::constant(name));
+        }
+        ctx.add_function("format.named", strict_fn(named_format::named));
+        ctx.add_function("validate", strict_fn(named_format::validate));
         ctx
     });
     &BASE
@@ -2449,11 +2482,14 @@ fn strict_contains(
 /// anything else is the error cel-go gives, "no such overload". Accepted
 /// calls run the registered function ([`strict`]).
 #[allow(clippy::type_complexity)]
-const STRICT: [(&str, fn(Option<&Value>, &[Value]) -> bool); 6] = [
+const STRICT: [(&str, fn(Option<&Value>, &[Value]) -> bool); 5] = [
     ("max", min_max_accepts),
     ("min", min_max_accepts),
-    ("math.greatest", greatest_least_accepts),
-    ("math.least", greatest_least_accepts),
+    // Lists only: Kubernetes' strings extension is version 2, without
+    // `reverse()` on strings (kube-cel has version 3's).
+    ("reverse", |this, args| {
+        matches!(this, Some(Value::List(_))) && args.is_empty()
+    }),
     ("join", |this, args| {
         matches!(this, Some(Value::List(items)) if items.iter().all(|i| matches!(i, Value::String(_))))
             && matches!(args, [] | [Value::String(_)])
@@ -2476,17 +2512,6 @@ fn min_max_accepts(this: Option<&Value>, args: &[Value]) -> bool {
     }
 }
 
-/// `math.greatest` / `math.least`: numbers, or one non-empty list of
-/// numbers.
-fn greatest_least_accepts(this: Option<&Value>, args: &[Value]) -> bool {
-    let number = |v: &Value| matches!(v, Value::Int(_) | Value::UInt(_) | Value::Float(_));
-    this.is_none()
-        && match args {
-            [Value::List(items)] => !items.is_empty() && items.iter().all(number),
-            args => !args.is_empty() && args.iter().all(number),
-        }
-}
-
 /// A function of [`STRICT`]: its arguments evaluated, checked with
 /// `accepts`, then the call run as cel and kube-cel registered it.
 fn strict(name: &'static str, accepts: fn(Option<&Value>, &[Value]) -> bool) -> StrictFunction {
@@ -2506,6 +2531,12 @@ fn resolved_args(ftx: &FunctionContext) -> Result<Vec<Value>, ExecutionError> {
         .iter()
         .map(|arg| Value::resolve(arg, ftx.ptx))
         .collect()
+}
+
+/// `f` as cel's `Context::add_function` takes a function that reads its
+/// own [`FunctionContext`].
+fn strict_fn(f: fn(&mut FunctionContext) -> Result<Value, ExecutionError>) -> StrictFunction {
+    Box::new(f)
 }
 
 /// What cel's `Context::add_function` takes for a function that reads its
@@ -4387,7 +4418,9 @@ mod tests {
             {
                 panic!("`{name}` passes compile, and the interpreter has no `{r}`");
             }
-            let receiver = format!("'x'.{name}()");
+            // Not a literal receiver: `'x'.reverse()` is refused as cel-go's
+            // checker refuses it.
+            let receiver = format!("dyn('x').{name}()");
             if !name.contains('.') {
                 let program = CelProgram::compile(&receiver).unwrap_or_else(|e| panic!("{e}"));
                 let got = interpreter_only(|| program.eval(&[]));

@@ -25,6 +25,14 @@
 //!   [`ALL_STEP`] / [`EXISTS_STEP`], which keep a pending error in the
 //!   accumulator, and their result [`RESULT`], which raises it.
 //!
+//! * `sortBy(e, key)` on a list (cel-go's lists extension, version 3):
+//!   `l.sortBy(e, key)` binds the list to `@__sortBy_input__` (a
+//!   comprehension over no items) and becomes
+//!   [`super::library::SORT_BY`]`(@__sortBy_input__,
+//!   @__sortBy_input__.map(e, key))`, as cel-go's macro expands it; the
+//!   target must be a list literal, a name, a selection, a call or a
+//!   comprehension, as there.
+//!
 //! Nodes made here get fresh ids above every id of the parsed tree (the
 //! evaluator over JSON indexes calls by id), and an error in an expanded
 //! node is reported at the macro's call.
@@ -128,7 +136,8 @@ fn expand_call(expr: &mut IdedExpr, next: &mut u64) -> Result<(), MacroError> {
             )
     );
     let optional = matches!((name, call.args.len()), ("optMap" | "optFlatMap", 2));
-    if !two_var && !optional {
+    let sort_by = name == "sortBy" && call.args.len() == 2;
+    if !two_var && !optional && !sort_by {
         return Ok(());
     }
     let name = name.to_owned();
@@ -146,6 +155,25 @@ fn expand_call(expr: &mut IdedExpr, next: &mut u64) -> Result<(), MacroError> {
         let var = ident_name(args.next()).ok_or(err("the first argument must be a name"))?;
         let body = args.next().expect("two arguments, checked above");
         expr.expr = optional_map(&name, target, var, body, next);
+        return Ok(());
+    }
+    if sort_by {
+        if !matches!(
+            target.expr,
+            Expr::List(_)
+                | Expr::Select(_)
+                | Expr::Ident(_)
+                | Expr::Comprehension(_)
+                | Expr::Call(_)
+        ) {
+            return Err(err(
+                "sortBy can only be applied to a list, identifier, comprehension, call or select \
+                 expression",
+            ));
+        }
+        let var = ident_name(args.next()).ok_or(err("argument is not an identifier"))?;
+        let key = args.next().expect("two arguments, checked above");
+        expr.expr = sort_by_keys(target, var, key, next);
         return Ok(());
     }
     let first = ident_name(args.next()).ok_or(err("the first argument must be a name"))?;
@@ -305,6 +333,44 @@ fn optional_map(name: &str, target: IdedExpr, var: String, body: IdedExpr, next:
         target: None,
         args: vec![has_value, present, none],
     })
+}
+
+/// `target.sortBy(var, key)`, as cel-go's `sortByMacro` expands it.
+fn sort_by_keys(target: IdedExpr, var: String, key: IdedExpr, next: &mut u64) -> Expr {
+    const INPUT: &str = "@__sortBy_input__";
+    let mut ids = Ids { next };
+    let accu = ids.ident("@result");
+    let item = ids.node(Expr::List(ListExpr::new(vec![key])));
+    let step = ids.call(operators::ADD, None, vec![accu, item]);
+    let range = ids.ident(INPUT);
+    let init = ids.node(Expr::List(ListExpr::new(Vec::new())));
+    let always = ids.literal(LiteralValue::Boolean(true.into()));
+    let out = ids.ident("@result");
+    let keys = ids.node(Expr::Comprehension(Box::new(ComprehensionExpr {
+        iter_range: range,
+        iter_var: var,
+        iter_var2: None,
+        accu_var: "@result".to_owned(),
+        accu_init: init,
+        loop_cond: always,
+        loop_step: step,
+        result: out,
+    })));
+    let input = ids.ident(INPUT);
+    let sorted = ids.call(super::library::SORT_BY, None, vec![input, keys]);
+    let no_items = ids.node(Expr::List(ListExpr::new(Vec::new())));
+    let never = ids.literal(LiteralValue::Boolean(false.into()));
+    let same = ids.ident(INPUT);
+    Expr::Comprehension(Box::new(ComprehensionExpr {
+        iter_range: no_items,
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: INPUT.to_owned(),
+        accu_init: target,
+        loop_cond: never,
+        loop_step: same,
+        result: sorted,
+    }))
 }
 
 /// Makes nodes with fresh ids.
