@@ -151,7 +151,7 @@ mod jsonpath;
 mod output;
 mod test_cmd;
 use exit::{Exit, KATALOG, NO, RUNTIME, USAGE};
-use katalog_runtime::files;
+use katalog_runtime::serving::files;
 
 /// The allocator of the server and of every command: the engine allocates
 /// and frees many small values per review (the CEL interpreter copies what
@@ -216,15 +216,17 @@ struct LiveArgs {
 impl LiveArgs {
     /// The cluster's CRDs when `--live`; an unreachable cluster ends the
     /// command (exit 4; an unloadable kubeconfig exit 2).
-    fn fetch(&self) -> Result<Option<katalog_runtime::live::LiveCrds>, Exit> {
+    fn fetch(&self) -> Result<Option<katalog_runtime::cluster::live::LiveCrds>, Exit> {
         if !self.live {
             return Ok(None);
         }
         let crds = cluster_runtime()?.block_on(async {
-            let client =
-                katalog_runtime::live::client(self.kubeconfig.as_deref(), self.context.as_deref())
-                    .await?;
-            katalog_runtime::live::LiveCrds::list(client).await
+            let client = katalog_runtime::cluster::live::client(
+                self.kubeconfig.as_deref(),
+                self.context.as_deref(),
+            )
+            .await?;
+            katalog_runtime::cluster::live::LiveCrds::list(client).await
         });
         Ok(Some(crds.map_err(cluster_exit)?))
     }
@@ -233,7 +235,7 @@ impl LiveArgs {
 /// Analyse with the `crd:` files, or with the cluster's CRDs (`--live`).
 fn analyze_sources(
     sources: &[katalog_lang::Source],
-    live: Option<&katalog_runtime::live::LiveCrds>,
+    live: Option<&katalog_runtime::cluster::live::LiveCrds>,
 ) -> Result<(Ir, katalog_lang::analysis::Analysis), katalog_lang::Diagnostics> {
     match live {
         Some(crds) => katalog_lang::analyze_with_live_crds(sources, |r| crds.read(r)),
@@ -843,8 +845,8 @@ struct TargetArgs {
 
 impl TargetArgs {
     /// The compiled Katalog and the registration these flags describe.
-    fn load(self) -> Result<(Ir, katalog_runtime::registration::Registration), Exit> {
-        use katalog_runtime::registration::{Registration, Target};
+    fn load(self) -> Result<(Ir, katalog_runtime::cluster::registration::Registration), Exit> {
+        use katalog_runtime::cluster::registration::{Registration, Target};
         let ir = load_ir(&self.katalog)?;
         let ca_bundle = match &self.ca_bundle {
             Some(p) => std::fs::read(p)
@@ -1593,7 +1595,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
             let namespace = target.service_namespace.clone();
             let (ir, reg) = target.load()?;
             if !rbac {
-                let manifests = katalog_runtime::registration::manifests;
+                let manifests = katalog_runtime::cluster::registration::manifests;
                 print_objects(&manifests(&ir, &reg), &output)?;
                 return Ok(());
             }
@@ -1611,12 +1613,12 @@ fn run(cli: Cli) -> Result<(), Exit> {
                     }
                 },
             };
-            let options = katalog_runtime::registration::RbacOptions {
+            let options = katalog_runtime::cluster::registration::RbacOptions {
                 service_account: (namespace, service_account),
                 secret,
                 leader_election_namespace,
             };
-            let rbac = katalog_runtime::registration::rbac;
+            let rbac = katalog_runtime::cluster::registration::rbac;
             print_objects(&rbac(&ir, &reg, &options), &output)?;
             Ok(())
         }
@@ -1717,7 +1719,7 @@ fn register(args: RegisterArgs) -> Result<(), Exit> {
 }
 
 fn unregister(name: String, kubeconfig: Option<PathBuf>) -> Result<(), Exit> {
-    use katalog_runtime::registration::{Registration, Target};
+    use katalog_runtime::cluster::registration::{Registration, Target};
     // Only the name matters to unregistration.
     let reg = Registration {
         name,
@@ -1740,7 +1742,7 @@ fn migrate_storage(
     rate: f64,
     resume_from: Option<String>,
 ) -> Result<(), Exit> {
-    use katalog_runtime::migrate::{MigrateError, MigrateOptions, migrate_storage};
+    use katalog_runtime::cluster::migrate::{MigrateError, MigrateOptions, migrate_storage};
     if !(rate.is_finite() && rate > 0.0) {
         return Err(Exit(
             "error: --rate must be a positive number of objects per second".into(),
@@ -1797,7 +1799,7 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
             secret: secret
                 .parse()
                 .map_err(|e| Exit(format!("error: {e}"), USAGE))?,
-            policy: katalog_runtime::selfsigned::Policy {
+            policy: katalog_runtime::certs::selfsigned::Policy {
                 cert_validity: args.cert_validity,
                 cert_rotate_before: args.cert_rotate_before,
                 ca_validity: args.ca_validity,
@@ -1843,8 +1845,8 @@ fn serve(args: ServeArgs) -> Result<(), Exit> {
     }
     server.ceiling = args.ceiling.build()?;
     server.tls_min_version = match args.tls_min_version.as_str() {
-        "1.3" => katalog_runtime::tls::TlsMinVersion::Tls13,
-        _ => katalog_runtime::tls::TlsMinVersion::Tls12,
+        "1.3" => katalog_runtime::certs::tls::TlsMinVersion::Tls13,
+        _ => katalog_runtime::certs::tls::TlsMinVersion::Tls12,
     };
     server.engine_namespace = Some(args.service_namespace.clone());
     config.service = Service {
@@ -1912,8 +1914,8 @@ fn serve_exit(e: katalog_runtime::ServeError) -> Exit {
 
 fn duration_arg(
     s: &str,
-) -> Result<std::time::Duration, katalog_runtime::selfsigned::DurationError> {
-    katalog_runtime::selfsigned::parse_duration(s)
+) -> Result<std::time::Duration, katalog_runtime::certs::selfsigned::DurationError> {
+    katalog_runtime::certs::selfsigned::parse_duration(s)
 }
 
 fn print_verdict(v: &Verdict) {
@@ -1965,7 +1967,7 @@ fn load_ir(path: &Path) -> Result<Ir, Exit> {
 /// (without their location, which any edit moves).
 fn analysis_facts(
     path: &Path,
-    live: Option<&katalog_runtime::live::LiveCrds>,
+    live: Option<&katalog_runtime::cluster::live::LiveCrds>,
 ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>, Exit> {
     let sources = files::read_katalog(path)?;
     let mut facts: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
@@ -2050,7 +2052,10 @@ fn load_ir_quiet(path: &Path) -> Result<Ir, Exit> {
 
 /// As [`load_ir_quiet`], with the cluster's CRDs instead of the `crd:`
 /// files when `live` (`--live`).
-fn load_ir_live(path: &Path, live: Option<&katalog_runtime::live::LiveCrds>) -> Result<Ir, Exit> {
+fn load_ir_live(
+    path: &Path,
+    live: Option<&katalog_runtime::cluster::live::LiveCrds>,
+) -> Result<Ir, Exit> {
     let sources = files::read_katalog(path)?;
     Ok(match live {
         Some(crds) => katalog_lang::compile_with_live_crds(&sources, |r| crds.read(r))?,

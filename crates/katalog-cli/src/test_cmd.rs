@@ -66,7 +66,7 @@ pub fn run(
     fail_only: bool,
     select: Option<&str>,
     fuzz: Option<katalog_lang::fuzz::FuzzOptions>,
-    live: Option<&katalog_runtime::live::LiveCrds>,
+    live: Option<&katalog_runtime::cluster::live::LiveCrds>,
 ) -> Result<(), Exit> {
     let select = select
         .map(regex::Regex::new)

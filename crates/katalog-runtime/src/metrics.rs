@@ -349,7 +349,7 @@ impl Stats {
     pub fn record(&self, key: &str, millis: f64, error: Option<&str>) {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let key = if windows.len() >= MAX_STATS_KEYS && !windows.contains_key(key) {
-            crate::labels::OTHER
+            crate::serving::labels::OTHER
         } else {
             key
         };

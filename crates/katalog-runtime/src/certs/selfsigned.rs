@@ -47,8 +47,8 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::sync::{mpsc, watch};
 
-use crate::registration::{MANAGED_BY_LABEL, MANAGER, SharedCaBundle};
-use crate::tls::serving_names;
+use crate::certs::tls::serving_names;
+use crate::cluster::registration::{MANAGED_BY_LABEL, MANAGER, SharedCaBundle};
 
 pub const CA_CRT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
@@ -142,7 +142,7 @@ pub enum MaterialError {
 pub enum CertificateError {
     /// The certificate and key do not load as a pair.
     #[error(transparent)]
-    Pair(#[from] crate::tls::TlsError),
+    Pair(#[from] crate::certs::tls::TlsError),
     #[error("tls.crt holds no certificate")]
     NoCertificate,
     #[error("tls.crt is unreadable: {0}")]
@@ -174,7 +174,7 @@ pub enum ChangeError {
     Files(#[from] SelfSignedError),
     /// The server did not load the new certificate.
     #[error(transparent)]
-    Reload(#[from] crate::state::Error),
+    Reload(#[from] crate::serving::state::Error),
 }
 
 /// Why the Secret gives nothing to serve.
@@ -519,7 +519,7 @@ fn issue(
     use rcgen::{Issuer, KeyPair};
     let ca_key = KeyPair::from_pem(ca_key_pem).map_err(gen_err)?;
     let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key).map_err(gen_err)?;
-    let mut params = crate::tls::serving_params(names).map_err(gen_err)?;
+    let mut params = crate::certs::tls::serving_params(names).map_err(gen_err)?;
     params.not_before = offset(now - BACKDATE.as_secs() as i64)?;
     params.not_after = offset(not_after)?;
     let key = KeyPair::generate().map_err(gen_err)?;
@@ -535,7 +535,7 @@ fn serving_expiry(
     names: &[String],
     now: i64,
 ) -> std::result::Result<i64, CertificateError> {
-    crate::tls::certified_key_from_pem(
+    crate::certs::tls::certified_key_from_pem(
         material.cert.as_bytes(),
         material.key.as_bytes(),
         TLS_CRT,
@@ -893,7 +893,7 @@ pub struct Applied {
 pub struct SelfSigned {
     pub secret: SecretRef,
     /// The names the serving certificate must be valid for
-    /// ([`serving_names`](crate::tls::serving_names)).
+    /// ([`serving_names`](crate::certs::tls::serving_names)).
     pub names: Vec<String>,
     pub policy: Policy,
     /// How often expiry is checked (default 1 minute); a watch on the
@@ -1121,7 +1121,7 @@ impl Prepared {
         self,
         selfsigned: SelfSigned,
         kubeconfig: Option<PathBuf>,
-        state: Arc<crate::state::State>,
+        state: Arc<crate::serving::state::State>,
     ) -> KeeperHandle {
         let Prepared {
             files,
@@ -1283,10 +1283,10 @@ impl SelfSigned {
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let name = self.secret.name.clone();
-        let watcher = tokio::spawn(crate::housekeeper::watch_loop(
+        let watcher = tokio::spawn(crate::cluster::housekeeper::watch_loop(
             self.api(&client),
             "Secret",
-            crate::housekeeper::Selector {
+            crate::cluster::housekeeper::Selector {
                 labels: None,
                 fields: Some(format!("metadata.name={name}")),
             },
@@ -1409,7 +1409,7 @@ mod tests {
 
     #[test]
     fn a_missing_secret_gets_a_ca_and_a_certificate_that_are_then_kept() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let t0 = SystemTime::now();
         let (m, reasons) = written(plan_at(Err("the Secret does not exist"), t0));
         assert_eq!(
@@ -1420,7 +1420,7 @@ mod tests {
         assert_eq!(signers(&m, t0).len(), 1);
         // Loads as the server loads it: one file with the pair.
         let pem = m.serving_pem();
-        crate::tls::certified_key_from_pem(pem.as_bytes(), pem.as_bytes(), "a", "a")
+        crate::certs::tls::certified_key_from_pem(pem.as_bytes(), pem.as_bytes(), "a", "a")
             .expect("the pair loads from one file");
         assert_eq!(plan_at(Ok(&m), t0), Plan::Keep);
         assert_eq!(plan_at(Ok(&m), t0 + Duration::from_secs(69)), Plan::Keep);
@@ -1428,7 +1428,7 @@ mod tests {
 
     #[test]
     fn the_serving_certificate_is_reissued_within_rotate_before_by_the_same_ca() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let t0 = SystemTime::now();
         let (m, _) = written(plan_at(Err("none"), t0));
         let t1 = t0 + Duration::from_secs(71);
@@ -1448,7 +1448,7 @@ mod tests {
 
     #[test]
     fn damage_is_repaired_with_the_least_change() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let t0 = SystemTime::now();
         let (m, _) = written(plan_at(Err("none"), t0));
         let (other, _) = written(plan_at(Err("none"), t0));
@@ -1538,7 +1538,7 @@ mod tests {
     /// `propagation`.
     #[test]
     fn rotation_over_time_never_serves_an_untrusted_certificate() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         for validity in [90, 91, 96, 100] {
             let p = Policy {
                 cert_validity: Duration::from_secs(validity),
@@ -1598,7 +1598,7 @@ mod tests {
     /// successor is `propagation` old.
     #[test]
     fn a_young_ca_does_not_sign_while_the_served_certificate_is_valid() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let t0 = SystemTime::now();
         let (m, _) = written(plan_at(Err("none"), t0));
         let old_ca = m.ca_bundle.clone();
@@ -1624,7 +1624,7 @@ mod tests {
 
     #[test]
     fn a_reissued_certificate_keeps_the_names_it_covered() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let t0 = SystemTime::now();
         let (m, _) = written(plan_at(Err("none"), t0));
         let renamed = serving_names(&["katalog.other-ns.svc".into()]);
@@ -1655,7 +1655,7 @@ mod tests {
 
     #[test]
     fn debug_output_redacts_the_keys() {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let (m, _) = written(plan_at(Err("none"), SystemTime::now()));
         let shown = format!("{m:?}");
         assert!(!shown.contains("PRIVATE KEY"), "{shown}");
@@ -1666,7 +1666,7 @@ mod tests {
     #[test]
     fn serving_files_are_private_fresh_and_removed() {
         use std::os::unix::fs::PermissionsExt as _;
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let (m, _) = written(plan_at(Err("none"), SystemTime::now()));
         let a = ServingFiles::create_private("katalog-unit").expect("a directory");
         let b = ServingFiles::create_private("katalog-unit").expect("another directory");

@@ -13,12 +13,12 @@ use katalog_lang::admission::review::{Verdict, review_bytes};
 use katalog_lang::admission::webhooks;
 use serde_json::json;
 
-use crate::config::Config;
+use crate::certs::tls;
 use crate::metrics::{
     AdmissionKey, AdmissionLabels, ConversionKey, ConversionLabels, ReasonLabels,
 };
-use crate::state::State;
-use crate::tls;
+use crate::serving::config::Config;
+use crate::serving::state::State;
 
 /// Set on a connection whose client presented a certificate the
 /// `--client-ca` verified (rustls refuses the handshake of any other
@@ -295,7 +295,7 @@ async fn evaluate<T: Send + 'static>(
 /// tenth of `--request-timeout`, as a preempted trial may run
 /// [`TRIAL_WALL_FACTOR`](katalog_lang::budget::TRIAL_WALL_FACTOR) times its
 /// limit on the wall clock, which too stays within the request timeout.
-fn inline_limit(config: &crate::config::Config) -> Duration {
+fn inline_limit(config: &crate::serving::config::Config) -> Duration {
     config
         .inline_limit
         .min(config.request_timeout / katalog_lang::budget::TRIAL_WALL_FACTOR)
@@ -554,8 +554,9 @@ async fn convert(req: HttpRequest, payload: web::Payload, state: web::Data<State
     // apiserver (it sends only what a CRD points here): its failure text
     // names what the sender chose, so the stats keep a fixed text instead.
     let message = request.failure.as_deref().unwrap_or("");
-    let chosen_by_sender =
-        !names.declared || from == crate::labels::OTHER || to == crate::labels::OTHER;
+    let chosen_by_sender = !names.declared
+        || from == crate::serving::labels::OTHER
+        || to == crate::serving::labels::OTHER;
     let shown = if chosen_by_sender {
         UNDECLARED
     } else {
@@ -868,7 +869,7 @@ pub struct Running {
     pub state: Arc<State>,
     pub server: actix_web::dev::Server,
     metrics_server: Option<actix_web::dev::Server>,
-    _watchers: crate::reload::Watchers,
+    _watchers: crate::serving::reload::Watchers,
 }
 
 impl Running {
@@ -898,7 +899,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Watch(#[from] crate::reload::Error),
+    Watch(#[from] crate::serving::reload::Error),
     #[error("failed to start the server thread: it ended before it listened")]
     Ended,
 }
@@ -932,7 +933,7 @@ pub async fn start(config: Config) -> Result<Running> {
     if let Err(e) = state.reload() {
         tracing::error!(error = %e, "the Katalog did not load; serving not ready until it does");
     }
-    let watchers = crate::reload::watch(state.clone())?;
+    let watchers = crate::serving::reload::watch(state.clone())?;
     let tls_config = tls::server_config_with_min_version(cert, client_ca, config.tls_min_version)?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Listen {
         addr: config.listen,
@@ -1119,10 +1120,10 @@ mod tests {
 
     #[test]
     fn an_inline_attempt_stays_within_the_request_timeout() {
-        let config = |inline_ms, timeout_ms| crate::config::Config {
+        let config = |inline_ms, timeout_ms| crate::serving::config::Config {
             inline_limit: Duration::from_millis(inline_ms),
             request_timeout: Duration::from_millis(timeout_ms),
-            ..crate::config::Config::new("k".into(), "c".into(), "k".into())
+            ..crate::serving::config::Config::new("k".into(), "c".into(), "k".into())
         };
         assert_eq!(inline_limit(&config(2, 25_000)), Duration::from_millis(2));
         // At most a tenth: ten times that on the wall clock still fits.
