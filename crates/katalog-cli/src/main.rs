@@ -144,12 +144,11 @@ pub(crate) fn stdout_failed(e: std::io::Error) {
     std::process::exit(exit::RUNTIME.into());
 }
 
-mod batch;
+mod cmd;
 mod exit;
 mod input;
 mod jsonpath;
 mod output;
-mod test_cmd;
 use exit::{Exit, KATALOG, NO, RUNTIME, USAGE};
 use katalog_runtime::serving::files;
 
@@ -442,7 +441,7 @@ enum Command {
         paths: Vec<PathBuf>,
         /// Report format.
         #[arg(short, long, value_enum, default_value = "table")]
-        output: test_cmd::Report,
+        output: cmd::test::Report,
         /// Show only failing cases.
         #[arg(long)]
         fail_only: bool,
@@ -1470,7 +1469,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
                 Output::JsonPath(_) => output::Shape::Collect,
                 _ => output::Shape::Yaml,
             };
-            let mut run = batch::ConvertRun {
+            let mut run = cmd::batch::ConvertRun {
                 ir: &ir,
                 to: &to,
                 namespace: namespace.as_deref(),
@@ -1639,7 +1638,7 @@ fn run(cli: Cli) -> Result<(), Exit> {
             fuzz,
             seed,
             live,
-        } => test_cmd::run(
+        } => cmd::test::run(
             &paths,
             output,
             fail_only,
@@ -1929,7 +1928,7 @@ fn print_verdict(v: &Verdict) {
     for d in &v.denials {
         outln!("  deny  [{}] {}", d.rule, d.message);
     }
-    for w in batch::warning_lines(v) {
+    for w in cmd::batch::warning_lines(v) {
         outln!("  warn  {w}");
     }
     for a in &v.audits {
@@ -2169,7 +2168,7 @@ fn admit(
     files: &[String],
     limits: input::Limits,
 ) -> Result<(), Exit> {
-    use batch::{BatchFormat, BatchPrinter};
+    use cmd::batch::{BatchFormat, BatchPrinter};
     let format = match output {
         Output::Text => BatchFormat::Text,
         Output::Yaml => BatchFormat::Yaml,
@@ -2188,7 +2187,7 @@ fn admit(
             && let Some(old) = base.old_object.take()
         {
             let mut printer = BatchPrinter::new(format);
-            printer.result(batch::admit_one(ir, &base, 0, old, delete));
+            printer.result(cmd::batch::admit_one(ir, &base, 0, old, delete));
             return printer.finish(&suite);
         }
         return admit_single(ir, base, None, delete, output);
@@ -2222,9 +2221,9 @@ fn admit(
                     return Ok(());
                 }
                 if let Some(first) = pending.take() {
-                    printer.result(batch::admit_one(ir, &base, 0, first, delete));
+                    printer.result(cmd::batch::admit_one(ir, &base, 0, first, delete));
                 }
-                printer.result(batch::admit_one(ir, &base, count - 1, v, delete));
+                printer.result(cmd::batch::admit_one(ir, &base, count - 1, v, delete));
             }
         }
         Ok(())
@@ -2250,7 +2249,7 @@ fn admit(
     }
     if batch {
         if let Some(first) = pending.take() {
-            printer.result(batch::admit_one(ir, &base, 0, first, delete));
+            printer.result(cmd::batch::admit_one(ir, &base, 0, first, delete));
         }
         let outcome = printer.finish(&suite);
         if let Output::JsonPath(template) = output {
@@ -2284,10 +2283,10 @@ fn admit_single(
         .into_iter()
         .flatten()
     {
-        if let Some(problem) = batch::not_an_object(o) {
+        if let Some(problem) = cmd::batch::not_an_object(o) {
             return Err(Exit(format!("error: {problem}"), USAGE));
         }
-        defaulted = defaulted.or(batch::default_namespace(
+        defaulted = defaulted.or(cmd::batch::default_namespace(
             ir,
             request.namespace.as_deref(),
             o,

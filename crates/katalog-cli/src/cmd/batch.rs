@@ -359,7 +359,7 @@ impl BatchPrinter {
                 );
             }
             BatchFormat::Junit => {
-                use crate::test_cmd::xml_escape;
+                use crate::cmd::test::xml_escape;
                 outln!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
                 outln!("<testsuites>");
                 outln!(
@@ -405,7 +405,7 @@ fn print_text(r: &AdmitResult) {
 /// One testcase per object; a denial is a failure, an object that could not
 /// be evaluated an error.
 fn junit_case(r: &AdmitResult) -> String {
-    use crate::test_cmd::xml_escape;
+    use crate::cmd::test::xml_escape;
     let name = xml_escape(&format!("{} {}", r.id.index, r.label));
     match (&r.verdict, &r.error) {
         (Some(v), _) if v.allowed && v.warnings.is_empty() => {
