@@ -16,6 +16,7 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use katalog_lang::json::node::ValueSeed;
@@ -1040,6 +1041,128 @@ impl<'de> Visitor<'de> for Items<'_, '_, '_, '_> {
                 None => return Ok(ItemsRead::Streamed),
             }
         }
+    }
+}
+
+impl crate::args::ObjectArgs {
+    /// The inputs, in order: FILE then each `-f`; a directory gives its
+    /// `.yaml`, `.yml` and `.json` files in name order.
+    pub(crate) fn files(&self, file: Option<&str>) -> Result<Vec<String>, Exit> {
+        let mut out = Vec::new();
+        for f in file
+            .into_iter()
+            .chain(self.filenames.iter().map(String::as_str))
+        {
+            let path = Path::new(f);
+            if f == "-" || !path.is_dir() {
+                out.push(f.to_string());
+                continue;
+            }
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| Exit(format!("error: failed to read {f}: {e}"), USAGE))?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .and_then(|x| x.to_str())
+                            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+                })
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(Exit(
+                    format!("error: {f} holds no .yaml, .yml or .json file"),
+                    USAGE,
+                ));
+            }
+            out.extend(files.into_iter().map(|p| p.display().to_string()));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_object_bytes: self.max_object_bytes,
+        }
+    }
+}
+
+/// Read every input, handing each object to `sink`; stops early, quietly,
+/// once standard output's reader has gone.
+pub(crate) fn read_inputs(
+    files: &[String],
+    limits: Limits,
+    sink: &mut Sink<'_>,
+) -> Result<(), Exit> {
+    const STOPPED: u8 = u8::MAX;
+    let mut guarded = |e| {
+        if crate::output::stdout_closed() {
+            return Err(Exit::quiet(STOPPED));
+        }
+        sink(e)
+    };
+    for f in files {
+        match read(f, limits, &mut guarded) {
+            Err(Exit(_, STOPPED)) => return Ok(()),
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Exit(format!("error: failed to read standard input: {e}"), USAGE))?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).map_err(|e| Exit(format!("error: failed to read {file}: {e}"), USAGE))
+    }
+}
+
+/// A review as JSON bytes: JSON as it is, YAML turned into JSON.
+pub(crate) fn read_review(file: &str) -> Result<Vec<u8>, Exit> {
+    let body = read_input(file)?;
+    if katalog_lang::json::node::parse_value(&body).is_ok() {
+        return Ok(body);
+    }
+    let name = display_name(file);
+    let mut reviews = Vec::new();
+    let read = read_from(&body[..], name, Limits::default(), &mut |e| {
+        if let Event::Object(v) = e {
+            reviews.push(v);
+        }
+        Ok(())
+    });
+    if let Err(yaml) = read {
+        // JSON that is broken says so as JSON.
+        return Err(match katalog_lang::json::node::parse_value(&body) {
+            Err(e) if body.trim_ascii_start().starts_with(b"{") => Exit(
+                format!(
+                    "error: failed to parse {name}:{}:{}: {} (a review is JSON or YAML)",
+                    e.line(),
+                    e.column(),
+                    e.to_string()
+                        .rsplit_once(" at line ")
+                        .map_or(e.to_string(), |(m, _)| m.to_string())
+                ),
+                USAGE,
+            ),
+            _ => yaml,
+        });
+    }
+    match reviews.as_slice() {
+        [one] => Ok(serde_json::to_vec(one).unwrap_or_default()),
+        other => Err(Exit(
+            format!(
+                "error: {name} holds {} documents; give one ConversionReview or AdmissionReview (JSON or YAML)",
+                other.len()
+            ),
+            USAGE,
+        )),
     }
 }
 
