@@ -39,7 +39,7 @@ pub struct Config {
     pub cel_cost_limit: u64,
     /// How long a small review may be evaluated on the connection thread
     /// before it is stopped and evaluated again on the blocking pool (see
-    /// `crate::http::server::INLINE_BODY_LIMIT`); zero: never inline.
+    /// `crate::http::limits::INLINE_BODY_LIMIT`); zero: never inline.
     pub inline_limit: Duration,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
