@@ -165,3 +165,46 @@ fn a_cycle_is_found_where_there_is_one() {
     assert!(cycles(&dir).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Files of `src` (their path under it) and their production lines: the
+/// lines before a `#[cfg(test)] mod tests`, so tests may follow.
+fn production_lines(src: &Path) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("the source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(&text);
+                let rel = path.strip_prefix(src).expect("under src");
+                out.push((rel.display().to_string(), code.lines().count()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Most production lines in one file of the runtime and the CLI (issue
+/// 25): a file past it holds more than one concern; split it by concern.
+const MAX_PRODUCTION_LINES: usize = 1_000;
+
+#[test]
+fn no_production_file_of_the_runtime_or_the_cli_is_over_a_thousand_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut over = Vec::new();
+    for krate in ["katalog-runtime", "katalog-cli"] {
+        for (file, lines) in production_lines(&root.join(krate).join("src")) {
+            if lines > MAX_PRODUCTION_LINES {
+                over.push(format!("{krate}/src/{file}: {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "over {MAX_PRODUCTION_LINES} production lines: {over:#?}"
+    );
+}
