@@ -2,7 +2,7 @@
 //! apiserver reaches a katalog server on 127.0.0.1 through
 //! `clientConfig.url` only, and everything is driven with kubectl.
 //!
-//! Registration here is what `katalog_runtime::registration` builds,
+//! Registration here is what `katalog_runtime::cluster::registration` builds,
 //! applied with kubectl (webhook configurations with `kubectl apply`, CRD
 //! conversion with `kubectl patch crd --type merge`).
 //!
@@ -947,8 +947,9 @@ fn protections_through_kubectl() {
         ok(env.kubectl(["create", "namespace", ns]));
     }
     let reg = registration("katalog-e2e", &katalog.url());
-    let configuration = katalog_runtime::registration::validating_configuration(&katalog.ir, &reg)
-        .expect("a validating configuration");
+    let configuration =
+        katalog_runtime::cluster::registration::validating_configuration(&katalog.ir, &reg)
+            .expect("a validating configuration");
     for hook in configuration.webhooks.iter().flatten() {
         assert_eq!(
             hook.failure_policy.as_deref(),

@@ -1,4 +1,4 @@
-//! `katalog_runtime::housekeeper` against a real kube-apiserver and etcd
+//! `katalog_runtime::cluster::housekeeper` against a real kube-apiserver and etcd
 //! (katalog-testenv): it registers the served Katalog at start, restores
 //! what is deleted or drifts (through its watches: the resync is 30 s), does
 //! not loop on its own writes, and follows a Katalog reload. The apiserver
@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use katalog_runtime::cluster;
-use katalog_runtime::housekeeper::{self, HousekeeperHandle, Trigger};
+use katalog_runtime::cluster::housekeeper::{self, HousekeeperHandle, Trigger};
 use katalog_tests::*;
 use kube::Api;
 
@@ -275,7 +275,7 @@ fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
     let path = files.path("ca.crt");
     let first = ca().ca_pem().to_string();
     write_by_rename(&path, &first);
-    let (bundle, _watch) = katalog_runtime::reload::watch_ca_bundle(
+    let (bundle, _watch) = katalog_runtime::serving::reload::watch_ca_bundle(
         &path,
         Duration::from_millis(100),
         Duration::from_secs(10),
@@ -298,7 +298,7 @@ fn a_rewritten_ca_bundle_file_is_registered_everywhere() {
     });
 
     // cert-manager rotates: the new CA joins the bundle.
-    let next = katalog_runtime::tls::DevCa::generate().expect("a CA");
+    let next = katalog_runtime::certs::tls::DevCa::generate().expect("a CA");
     let rotated = format!("{first}{}", next.ca_pem());
     write_by_rename(&path, &rotated);
     let took = within("the rotated caBundle", || {

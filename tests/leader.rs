@@ -1,4 +1,4 @@
-//! Leader election of `katalog_runtime::housekeeper` against a real
+//! Leader election of `katalog_runtime::cluster::housekeeper` against a real
 //! kube-apiserver and etcd (katalog-testenv): of two housekeepers with a
 //! 3 s lease exactly one leads and only it reconciles; when it stops, it
 //! releases the lease and the other takes over (within a renew period) and
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use katalog_runtime::cluster;
-use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
-use katalog_runtime::leader::LeaderElection;
+use katalog_runtime::cluster::housekeeper::{Housekeeper, HousekeeperHandle};
+use katalog_runtime::cluster::leader::LeaderElection;
 use katalog_tests::*;
 use kube::Api;
 

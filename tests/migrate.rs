@@ -1,4 +1,4 @@
-//! `katalog_runtime::migrate` against a real kube-apiserver and etcd
+//! `katalog_runtime::cluster::migrate` against a real kube-apiserver and etcd
 //! (katalog-testenv): CronTabs stored at v1 are rewritten at v2 after the
 //! storage version changes (conversion through the katalog server on
 //! 127.0.0.1), then `status.storedVersions` is pruned; the prune is refused
@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use katalog_runtime::cluster;
-use katalog_runtime::housekeeper;
-use katalog_runtime::migrate::{MigrateError, MigrateOptions, Progress, migrate_storage};
+use katalog_runtime::cluster::housekeeper;
+use katalog_runtime::cluster::migrate::{MigrateError, MigrateOptions, Progress, migrate_storage};
 use katalog_tests::*;
 use serde_json::{Value, json};
 

@@ -126,7 +126,7 @@ fn the_apiserver_presents_its_client_certificate_and_others_are_refused() {
     );
 
     // Admission for a client without a certificate is refused.
-    let mut anonymous = katalog_runtime::client::HttpsClient::new(
+    let mut anonymous = katalog_runtime::http::client::HttpsClient::new(
         katalog.addr,
         ca().ca_pem().as_bytes(),
         "localhost",
@@ -147,7 +147,7 @@ fn the_apiserver_presents_its_client_certificate_and_others_are_refused() {
     // A certificate the same CA signed for another name (the admin's) is
     // refused at the handshake (--client-name), /convert included.
     for path in ["/katalog", "/convert"] {
-        let refused = katalog_runtime::client::HttpsClient::new(
+        let refused = katalog_runtime::http::client::HttpsClient::new(
             katalog.addr,
             ca().ca_pem().as_bytes(),
             "localhost",

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use katalog_lang::{Ir, Source, compile_sources};
+use katalog_runtime::cluster::registration::{self, Registration};
 use katalog_runtime::cluster::{self, Action, ClusterError, Kind, RegisterReport};
-use katalog_runtime::registration::{self, Registration};
 use katalog_tests::*;
 use serde_json::{Value, json};
 

@@ -22,13 +22,13 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use katalog_runtime::housekeeper::{Housekeeper, HousekeeperHandle};
-use katalog_runtime::leader::LeaderElection;
-use katalog_runtime::registration::{Registration, SharedCaBundle, Target};
-use katalog_runtime::selfsigned::{
+use katalog_runtime::certs::selfsigned::{
     Action, KeeperHandle, Material, Plan, Policy, SecretRef, SelfSigned, ServingFiles, plan,
 };
-use katalog_runtime::tls;
+use katalog_runtime::certs::tls;
+use katalog_runtime::cluster::housekeeper::{Housekeeper, HousekeeperHandle};
+use katalog_runtime::cluster::leader::LeaderElection;
+use katalog_runtime::cluster::registration::{Registration, SharedCaBundle, Target};
 use katalog_tests::*;
 use kube::Api;
 use rustls::pki_types::pem::PemObject as _;

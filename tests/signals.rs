@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use katalog_runtime::client::HttpsClient;
-use katalog_runtime::tls::DevCa;
+use katalog_runtime::certs::tls::DevCa;
+use katalog_runtime::http::client::HttpsClient;
 use katalog_tests::{Scratch, Serve, free_port};
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@ use std::hint::black_box;
 
 use katalog_benches::harness::{Mode, Variant, Work, report, run_group};
 use katalog_lang::{Source, compile_sources};
-use katalog_runtime::files;
+use katalog_runtime::serving::files;
 
 /// A Katalog of `n` rules: half conversion renames, half validations.
 fn katalog(n: usize) -> String {

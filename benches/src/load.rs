@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use katalog_runtime::client::HttpsClient;
+use katalog_runtime::http::client::HttpsClient;
 use serde_json::{Value, json};
 
 /// No run posts more than this many requests, however fast the server.

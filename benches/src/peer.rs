@@ -293,7 +293,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     }
     // One certificate for both: written here, reused by `katalog serve`.
     let certs = dir.join("certs");
-    katalog_runtime::tls::write_dev_certificates(&certs, &[])
+    katalog_runtime::certs::tls::write_dev_certificates(&certs, &[])
         .map_err(|e| format!("failed to write the development certificates: {e}"))?;
 
     let result = measure(opts, &dir, &certs);

@@ -14,8 +14,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use katalog_lang::Ir;
-use katalog_runtime::registration::{self, Registration, Target};
-use katalog_runtime::tls::DevCa;
+use katalog_runtime::certs::tls::DevCa;
+use katalog_runtime::cluster::registration::{self, Registration, Target};
 use katalog_runtime::{Config, ServerThread};
 use katalog_testenv::TestEnv;
 use serde_json::{Value, json};
@@ -94,7 +94,7 @@ pub struct Katalog {
     pub addr: SocketAddr,
     pub ir: Arc<Ir>,
     /// The server's state (the housekeeper follows it).
-    pub state: Arc<katalog_runtime::state::State>,
+    pub state: Arc<katalog_runtime::serving::state::State>,
 }
 
 impl Katalog {
@@ -369,8 +369,8 @@ pub fn etcd_get(env: &TestEnv, key: &str) -> Option<Value> {
         body.len()
     )
     .expect("writing to etcd");
-    let response =
-        katalog_runtime::client::read_response(&mut BufReader::new(tcp)).expect("etcd answers");
+    let response = katalog_runtime::http::client::read_response(&mut BufReader::new(tcp))
+        .expect("etcd answers");
     assert_eq!(response.status, 200, "{}", response.text());
     let v = response.json().expect("etcd answers JSON");
     let value = v["kvs"][0]["value"].as_str()?;

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use katalog_runtime::client::HttpsClient;
-use katalog_runtime::tls::{self, DevCa, ReloadingCert};
+use katalog_runtime::certs::tls::{self, DevCa, ReloadingCert};
+use katalog_runtime::http::client::HttpsClient;
 use rustls::{ServerConnection, StreamOwned};
 use serde_json::Value;
 

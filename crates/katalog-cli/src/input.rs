@@ -16,13 +16,17 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use katalog_lang::json::node::ValueSeed;
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::exit::{Exit, USAGE};
+
+mod json;
+
+use json::{Counting, JsonFailed, read_json};
 
 /// The default of `--max-object-bytes`: the text of one object. A real
 /// object is far smaller (the apiserver stores at most about 1.5 MiB); the
@@ -736,310 +740,125 @@ fn read_line<R: BufRead>(r: &mut R, out: &mut Vec<u8>, max: usize) -> std::io::R
     }
 }
 
-// ---------------------------------------------------------------- JSON
+impl crate::args::ObjectArgs {
+    /// The inputs, in order: FILE then each `-f`; a directory gives its
+    /// `.yaml`, `.yml` and `.json` files in name order.
+    pub(crate) fn files(&self, file: Option<&str>) -> Result<Vec<String>, Exit> {
+        let mut out = Vec::new();
+        for f in file
+            .into_iter()
+            .chain(self.filenames.iter().map(String::as_str))
+        {
+            let path = Path::new(f);
+            if f == "-" || !path.is_dir() {
+                out.push(f.to_string());
+                continue;
+            }
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| Exit(format!("error: failed to read {f}: {e}"), USAGE))?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .and_then(|x| x.to_str())
+                            .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"))
+                })
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(Exit(
+                    format!("error: {f} holds no .yaml, .yml or .json file"),
+                    USAGE,
+                ));
+            }
+            out.extend(files.into_iter().map(|p| p.display().to_string()));
+        }
+        Ok(out)
+    }
 
-enum JsonFailed {
-    /// The input's first value failed before any object was read: maybe YAML.
-    NotJson(serde_json::Error),
-    Json(serde_json::Error),
-    Sink(Exit),
-}
-
-/// Counts the bytes read, fails a read past the limit of one object, and
-/// keeps what was read until the first object is handed over (so that an
-/// input that turns out to be YAML can be read again).
-struct Counting<R> {
-    inner: R,
-    pos: Rc<Cell<usize>>,
-    mark: Rc<Cell<usize>>,
-    max: usize,
-    tripped: Rc<Cell<bool>>,
-    recorded: Rc<RefCell<Option<Vec<u8>>>>,
-}
-
-impl<R> Counting<R> {
-    fn new(inner: R, max: usize) -> Self {
-        Counting {
-            inner,
-            pos: Rc::new(Cell::new(0)),
-            mark: Rc::new(Cell::new(0)),
-            max,
-            tripped: Rc::new(Cell::new(false)),
-            recorded: Rc::new(RefCell::new(Some(Vec::new()))),
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_object_bytes: self.max_object_bytes,
         }
     }
-
-    fn replayable(&self) -> bool {
-        self.recorded.borrow().is_some()
-    }
-
-    fn into_replay(self) -> (Vec<u8>, R) {
-        let recorded = self.recorded.borrow_mut().take().unwrap_or_default();
-        (recorded, self.inner)
-    }
 }
 
-impl<R: Read> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        let pos = self.pos.get() + n;
-        self.pos.set(pos);
-        if let Some(rec) = self.recorded.borrow_mut().as_mut() {
-            rec.extend_from_slice(&buf[..n]);
-        }
-        if pos - self.mark.get() > self.max {
-            self.tripped.set(true);
-            return Err(std::io::Error::other("object over --max-object-bytes"));
-        }
-        Ok(n)
-    }
-}
-
-/// What the JSON reader shares with its visitors.
-struct JsonState<'s, 'a> {
-    emitter: Emitter<'s, 'a>,
-    pos: Rc<Cell<usize>>,
-    mark: Rc<Cell<usize>>,
-    recorded: Rc<RefCell<Option<Vec<u8>>>>,
-}
-
-impl JsonState<'_, '_> {
-    /// The next object's bytes are counted from here.
-    fn mark(&self) {
-        self.mark.set(self.pos.get());
-    }
-
-    fn emit<E: de::Error>(&mut self, e: Event) -> Result<(), E> {
-        // An object was read: the input is JSON, no need to replay it.
-        self.recorded.borrow_mut().take();
-        self.emitter.emit(e).map_err(|x| self.failed(x))
-    }
-
-    fn item<E: de::Error>(&mut self, v: Value) -> Result<(), E> {
-        self.recorded.borrow_mut().take();
-        self.emitter.item(v).map_err(|x| self.failed(x))
-    }
-
-    fn value<E: de::Error>(&mut self, v: Value) -> Result<(), E> {
-        self.recorded.borrow_mut().take();
-        self.emitter.value(v).map_err(|x| self.failed(x))
-    }
-
-    fn failed<E: de::Error>(&mut self, x: Exit) -> E {
-        self.emitter.failed = Some(x);
-        E::custom("stopped")
-    }
-}
-
-fn read_json<R: Read>(
-    counting: &mut Counting<R>,
-    name: &str,
-    _skipped_lines: usize,
+/// Read every input, handing each object to `sink`; stops early, quietly,
+/// once standard output's reader has gone.
+pub(crate) fn read_inputs(
+    files: &[String],
+    limits: Limits,
     sink: &mut Sink<'_>,
-) -> Result<(), JsonFailed> {
-    let mut state = JsonState {
-        emitter: Emitter {
-            sink,
-            name: name.to_string(),
-            failed: None,
-        },
-        pos: counting.pos.clone(),
-        mark: counting.mark.clone(),
-        recorded: counting.recorded.clone(),
+) -> Result<(), Exit> {
+    const STOPPED: u8 = u8::MAX;
+    let mut guarded = |e| {
+        if crate::output::stdout_closed() {
+            return Err(Exit::quiet(STOPPED));
+        }
+        sink(e)
     };
-    let recorded = counting.recorded.clone();
-    let mut de = serde_json::Deserializer::from_reader(counting);
-    loop {
-        if de.end().is_ok() {
-            return Ok(());
+    for f in files {
+        match read(f, limits, &mut guarded) {
+            Err(Exit(_, STOPPED)) => return Ok(()),
+            other => other?,
         }
-        state.mark();
-        let result = Top(&mut state).deserialize(&mut de);
-        if let Err(e) = result {
-            if let Some(x) = state.emitter.failed.take() {
-                return Err(JsonFailed::Sink(x));
-            }
-            return Err(if recorded.borrow().is_some() {
-                JsonFailed::NotJson(e)
-            } else {
-                JsonFailed::Json(e)
-            });
-        }
+    }
+    Ok(())
+}
+
+pub(crate) fn read_input(file: &str) -> Result<Vec<u8>, Exit> {
+    if file == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Exit(format!("error: failed to read standard input: {e}"), USAGE))?;
+        Ok(buf)
+    } else {
+        std::fs::read(file).map_err(|e| Exit(format!("error: failed to read {file}: {e}"), USAGE))
     }
 }
 
-/// One top-level JSON value: an array's elements and a List's items are
-/// handed over one by one.
-struct Top<'r, 's, 'a>(&'r mut JsonState<'s, 'a>);
-
-impl<'de> DeserializeSeed<'de> for Top<'_, '_, '_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+/// A review as JSON bytes: JSON as it is, YAML turned into JSON.
+pub(crate) fn read_review(file: &str) -> Result<Vec<u8>, Exit> {
+    let body = read_input(file)?;
+    if katalog_lang::json::node::parse_value(&body).is_ok() {
+        return Ok(body);
     }
-}
-
-macro_rules! scalar_visits {
-    () => {
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-            self.0.value(Value::Bool(v))
+    let name = display_name(file);
+    let mut reviews = Vec::new();
+    let read = read_from(&body[..], name, Limits::default(), &mut |e| {
+        if let Event::Object(v) = e {
+            reviews.push(v);
         }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-            self.0.value(Value::from(v))
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-            self.0.value(Value::from(v))
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-            self.0.value(Value::from(v))
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-            self.0.value(Value::from(v))
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-            Ok(())
-        }
-    };
-}
-
-impl<'de> Visitor<'de> for Top<'_, '_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object, an array of objects or a List")
+        Ok(())
+    });
+    if let Err(yaml) = read {
+        // JSON that is broken says so as JSON.
+        return Err(match katalog_lang::json::node::parse_value(&body) {
+            Err(e) if body.trim_ascii_start().starts_with(b"{") => Exit(
+                format!(
+                    "error: failed to parse {name}:{}:{}: {} (a review is JSON or YAML)",
+                    e.line(),
+                    e.column(),
+                    e.to_string()
+                        .rsplit_once(" at line ")
+                        .map_or(e.to_string(), |(m, _)| m.to_string())
+                ),
+                USAGE,
+            ),
+            _ => yaml,
+        });
     }
-
-    scalar_visits!();
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        loop {
-            self.0.mark();
-            match seq.next_element_seed(ValueSeed)? {
-                Some(v) => self.0.value(v)?,
-                None => return Ok(()),
-            }
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut before = Map::new();
-        let mut after = Map::new();
-        let mut streamed = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "items" && !streamed && !before.contains_key("items") {
-                let kind_says_list = before
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .map(|k| k.ends_with("List"));
-                if kind_says_list == Some(false) {
-                    let v = map.next_value_seed(ValueSeed)?;
-                    before.insert(key, v);
-                    continue;
-                }
-                match map.next_value_seed(Items {
-                    state: self.0,
-                    before: &before,
-                    list_kind: kind_says_list == Some(true),
-                })? {
-                    ItemsRead::Streamed => streamed = true,
-                    ItemsRead::Value(v) => {
-                        before.insert(key, v);
-                    }
-                }
-            } else {
-                let v = map.next_value_seed(ValueSeed)?;
-                if streamed {
-                    after.insert(key, v);
-                } else {
-                    before.insert(key, v);
-                }
-            }
-        }
-        if streamed {
-            self.0.emit(Event::ListEnd(after))
-        } else {
-            self.0.value(Value::Object(before))
-        }
-    }
-}
-
-enum ItemsRead {
-    /// Handed over one by one, after a `ListBegin`.
-    Streamed,
-    /// Not a list of objects: kept, for the document to be read whole.
-    Value(Value),
-}
-
-struct Items<'r, 's, 'a, 'b> {
-    state: &'r mut JsonState<'s, 'a>,
-    before: &'b Map<String, Value>,
-    list_kind: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Items<'_, '_, '_, '_> {
-    type Value = ItemsRead;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ItemsRead, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-macro_rules! delegate {
-    ($($f:ident($t:ty)),*) => {$(
-        fn $f<E: de::Error>(self, v: $t) -> Result<ItemsRead, E> {
-            ValueSeed.$f(v).map(ItemsRead::Value)
-        }
-    )*};
-}
-
-impl<'de> Visitor<'de> for Items<'_, '_, '_, '_> {
-    type Value = ItemsRead;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    delegate!(
-        visit_bool(bool),
-        visit_i64(i64),
-        visit_u64(u64),
-        visit_f64(f64),
-        visit_str(&str),
-        visit_string(String)
-    );
-
-    fn visit_unit<E: de::Error>(self) -> Result<ItemsRead, E> {
-        Ok(ItemsRead::Value(Value::Null))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ItemsRead, A::Error> {
-        ValueSeed.visit_map(map).map(ItemsRead::Value)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ItemsRead, A::Error> {
-        self.state.mark();
-        let Some(first) = seq.next_element_seed(ValueSeed)? else {
-            if self.list_kind {
-                self.state.emit(Event::ListBegin(self.before.clone()))?;
-                return Ok(ItemsRead::Streamed);
-            }
-            return Ok(ItemsRead::Value(Value::Array(Vec::new())));
-        };
-        if !(self.list_kind || is_object_with_kind(&first)) {
-            let mut all = vec![first];
-            while let Some(v) = seq.next_element_seed(ValueSeed)? {
-                all.push(v);
-            }
-            return Ok(ItemsRead::Value(Value::Array(all)));
-        }
-        self.state.emit(Event::ListBegin(self.before.clone()))?;
-        self.state.item(first)?;
-        loop {
-            self.state.mark();
-            match seq.next_element_seed(ValueSeed)? {
-                Some(v) => self.state.item(v)?,
-                None => return Ok(ItemsRead::Streamed),
-            }
-        }
+    match reviews.as_slice() {
+        [one] => Ok(serde_json::to_vec(one).unwrap_or_default()),
+        other => Err(Exit(
+            format!(
+                "error: {name} holds {} documents; give one ConversionReview or AdmissionReview (JSON or YAML)",
+                other.len()
+            ),
+            USAGE,
+        )),
     }
 }
 

@@ -1,10 +1,147 @@
-//! Writing objects as they come, in the shape the input had: a List in, a
-//! List out (its members around `items` kept in their order); several
+//! Everything the commands print. Standard output is buffered and safe on
+//! a closed pipe (`out!`, `outln!`; `err!` and `errln!` write standard error
+//! after flushing it). Objects are written as they come ([`ObjectWriter`]),
+//! in the shape the input had: a List in, a List out (its members around `items` kept in their order); several
 //! objects as YAML documents (`---` between them), or, in JSON, as one
 //! `kind: List` (kubectl's convention), so that every output reads back as
 //! input.
 
 use serde_json::{Map, Value};
+
+use crate::args::{Format, Output};
+use crate::exit::{self, Exit, USAGE};
+use crate::jsonpath;
+
+/// Print to standard output (buffered; flushed before anything goes to
+/// standard error and at the end). A closed pipe (`katalog ... | head`)
+/// never panics: what follows is dropped, and the command ends with its own
+/// exit code.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        $crate::output::write_out(format_args!($($arg)*));
+    }};
+}
+macro_rules! outln {
+    () => {{
+        $crate::output::write_out(format_args!("\n"));
+    }};
+    ($($arg:tt)*) => {{
+        $crate::output::write_out(format_args!($($arg)*));
+        $crate::output::write_out(format_args!("\n"));
+    }};
+}
+/// Print to standard error; a closed or failing standard error is ignored
+/// (`eprintln!` would panic).
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        $crate::output::write_err(format_args!($($arg)*));
+    }};
+}
+macro_rules! errln {
+    () => {{
+        $crate::output::write_err(format_args!("\n"));
+    }};
+    ($($arg:tt)*) => {{
+        $crate::output::write_err(format_args!($($arg)*));
+        $crate::output::write_err(format_args!("\n"));
+    }};
+}
+
+thread_local! {
+    static STDOUT: std::cell::RefCell<std::io::BufWriter<std::io::Stdout>> =
+        std::cell::RefCell::new(std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()));
+}
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Standard output's reader has gone: nothing more is worth computing for it.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: what `out!` writes on this thread, when capturing.
+    static CAPTURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Unit tests: what `f` prints with `out!`.
+#[cfg(test)]
+pub(crate) fn capture_out(f: impl FnOnce()) -> String {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(String::new()));
+    f();
+    CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default()
+}
+
+pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    #[cfg(test)]
+    {
+        use std::fmt::Write as _;
+        let captured = CAPTURE.with(|c| {
+            c.borrow_mut()
+                .as_mut()
+                .map(|buf| buf.write_fmt(args).is_ok())
+        });
+        if captured.is_some() {
+            return;
+        }
+    }
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().write_fmt(args)) {
+        stdout_failed(e);
+    }
+}
+
+/// [`write_out`] of bytes as they are (the server's answer, byte for byte).
+pub(crate) fn write_out_bytes(bytes: &[u8]) {
+    use std::io::Write as _;
+    #[cfg(test)]
+    {
+        let captured = CAPTURE.with(|c| {
+            c.borrow_mut()
+                .as_mut()
+                .map(|buf| buf.push_str(&String::from_utf8_lossy(bytes)))
+        });
+        if captured.is_some() {
+            return;
+        }
+    }
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().write_all(bytes)) {
+        stdout_failed(e);
+    }
+}
+
+pub(crate) fn flush_out() {
+    use std::io::Write as _;
+    if stdout_closed() {
+        return;
+    }
+    if let Err(e) = STDOUT.with(|o| o.borrow_mut().flush()) {
+        stdout_failed(e);
+    }
+}
+
+pub(crate) fn write_err(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    flush_out();
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+pub(crate) fn stdout_failed(e: std::io::Error) {
+    STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return;
+    }
+    write_err(format_args!(
+        "error: failed to write to standard output: {e}\n"
+    ));
+    std::process::exit(exit::RUNTIME.into());
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
@@ -265,6 +402,55 @@ impl ObjectWriter {
     }
 }
 
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Objects in the `-o` form: YAML documents, JSON (several as one List), or
+/// a template over that JSON.
+pub(crate) fn print_objects(values: &[Value], output: &Output) -> Result<(), Exit> {
+    let shape = match output {
+        Output::Json => Shape::Json,
+        Output::JsonPath(_) => Shape::Collect,
+        _ => Shape::Yaml,
+    };
+    let mut writer = ObjectWriter::new(shape);
+    for v in values {
+        writer.object(v);
+    }
+    writer.finish();
+    match output {
+        Output::JsonPath(template) => print_jsonpath(template, &writer.into_value()),
+        _ => Ok(()),
+    }
+}
+
+/// `-o jsonpath=TEMPLATE`: kubectl's template over `value`.
+pub(crate) fn print_jsonpath(template: &str, value: &Value) -> Result<(), Exit> {
+    let text = jsonpath::render(template, value)
+        .map_err(|e| Exit(format!("error: -o jsonpath={template}: {e}"), USAGE))?;
+    out!("{text}");
+    Ok(())
+}
+
+pub(crate) fn print_values(values: &[Value], format: Format) {
+    match format {
+        Format::Json => {
+            for v in values {
+                outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+            }
+        }
+        Format::Yaml => {
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    outln!("---");
+                }
+                out!("{}", serde_saphyr::to_string(v).unwrap_or_default());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +504,7 @@ mod tests {
 
     /// Write `objects` (as one List, or as documents) and read them back.
     fn round_trip(shape: Shape, objects: &[Value], list: bool) -> Vec<Value> {
-        let text = crate::capture_out(|| {
+        let text = capture_out(|| {
             let mut w = ObjectWriter::new(shape);
             if list {
                 let mut before = Map::new();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use katalog_lang::load::CrdReference;
 use katalog_lang::{Diagnostics, Source, compile_with_crds, compile_with_live_crds};
 
-/// What `katalog_runtime::files::read_crd` does, without depending on it.
+/// What `katalog_runtime::serving::files::read_crd` does, without depending on it.
 fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
     let path = reference.path();
     let read = |p: &Path| {
@@ -39,7 +39,7 @@ fn read_crd(reference: &CrdReference) -> Result<Vec<Source>, String> {
     files.iter().map(|p| read(p)).collect()
 }
 
-/// What `katalog_runtime::live::LiveCrds::read` does, the cluster's CRDs
+/// What `katalog_runtime::cluster::live::LiveCrds::read` does, the cluster's CRDs
 /// being those of `widget.crd.yaml` and `crds/` (run from the crate root).
 fn read_live(reference: &CrdReference) -> Result<Vec<Source>, String> {
     let mut cluster = Vec::new();

@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -129,6 +129,189 @@ pub struct BuildLabels {
     pub version: String,
 }
 
+/// What a metric is, as exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Exported with the suffix `_total`.
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    /// Its name in the text exposition's `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric of [`METRICS`].
+#[derive(Clone, Copy, Debug)]
+pub struct Def {
+    /// Its name without the `katalog_` prefix and a counter's `_total`.
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Its label names, in the order of its label set.
+    pub labels: &'static [&'static str],
+    /// Its `# HELP` text.
+    pub help: &'static str,
+}
+
+impl Def {
+    /// The name of its samples: `katalog_conversion_requests_total`.
+    pub fn exported(&self) -> String {
+        let total = if self.kind == Kind::Counter {
+            "_total"
+        } else {
+            ""
+        };
+        format!("katalog_{}{total}", self.name)
+    }
+}
+
+/// Every metric the server exports, in the order of `/metrics`: the one
+/// list of their names, types, labels and help, which [`Metrics`]
+/// registers from and the table of docs/server.md (`## Metrics`) is
+/// checked against (`the_docs_table_is_the_metrics_table`).
+pub const METRICS: &[Def] = &[
+    Def {
+        name: "conversion_requests",
+        kind: Kind::Counter,
+        labels: &["group", "kind", "from", "to", "result"],
+        help: "ConversionReviews answered, by resource, versions and result",
+    },
+    Def {
+        name: "conversion_duration_seconds",
+        kind: Kind::Histogram,
+        labels: &["group", "kind"],
+        help: "Time to answer a ConversionReview",
+    },
+    Def {
+        name: "conversion_objects",
+        kind: Kind::Histogram,
+        labels: &["group", "kind"],
+        help: "Objects per ConversionReview",
+    },
+    Def {
+        name: "admission_requests",
+        kind: Kind::Counter,
+        labels: &["endpoint", "group", "version", "resource", "result"],
+        help: "AdmissionReviews answered, by endpoint, resource and result",
+    },
+    Def {
+        name: "admission_duration_seconds",
+        kind: Kind::Histogram,
+        labels: &["endpoint", "group", "version", "resource"],
+        help: "Time to answer an AdmissionReview",
+    },
+    Def {
+        name: "http_errors",
+        kind: Kind::Counter,
+        labels: &["reason"],
+        help: "Requests refused before evaluation, by reason",
+    },
+    Def {
+        name: "reloads",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Katalog reloads that took effect",
+    },
+    Def {
+        name: "reload_failures",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Katalog reloads that failed (the previous Katalog kept serving)",
+    },
+    Def {
+        name: "last_reload_timestamp_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Unix time of the last successful Katalog load",
+    },
+    Def {
+        name: "katalog_info",
+        kind: Kind::Gauge,
+        labels: &["hash"],
+        help: "The content hash of the Katalog being served",
+    },
+    Def {
+        name: "certificate_reloads",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Serving certificate rotations that took effect",
+    },
+    Def {
+        name: "certificate_reload_failures",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Serving certificate rotations refused (the previous certificate kept serving)",
+    },
+    Def {
+        name: "reviews_in_flight",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Reviews being evaluated right now (bodies still arriving are not counted)",
+    },
+    Def {
+        name: "request_bytes_in_flight",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Request bytes held by the reviews in flight, bodies still arriving included (--max-bytes-in-flight)",
+    },
+    Def {
+        name: "evaluations",
+        kind: Kind::Counter,
+        labels: &["place"],
+        help: "Review evaluations, by place: inline, pool, or inline_stopped (stopped by --inline-limit, then evaluated on the pool)",
+    },
+    Def {
+        name: "certificate_expiry_timestamp_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Unix time at which the serving certificate expires",
+    },
+    Def {
+        name: "leader",
+        kind: Kind::Gauge,
+        labels: &["lease"],
+        help: "1 while this replica holds the leader Lease, else 0 (with leader election only)",
+    },
+    Def {
+        name: "undeclared_requests",
+        kind: Kind::Counter,
+        labels: &["review"],
+        help: "Reviews of a resource the Katalog does not declare, by review (conversion or admission); the other metrics count them under the label value other",
+    },
+    Def {
+        name: "unknown_webhook_groups",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Admission requests for a webhook group id the Katalog does not have (evaluated with every rule of the endpoint)",
+    },
+    Def {
+        name: "build_info",
+        kind: Kind::Gauge,
+        labels: &["version"],
+        help: "The katalog build",
+    },
+];
+
+/// Register `metric` under its entry of [`METRICS`].
+fn register(registry: &mut Registry, name: &str, metric: impl Metric) {
+    // A name missing from the table is a programming error that every test
+    // building `Metrics` would show; register it without help rather than
+    // panic in a server.
+    let help = METRICS
+        .iter()
+        .find(|d| d.name == name)
+        .map_or("", |d| d.help);
+    registry.register(name, help, metric);
+}
+
 fn latency_histogram() -> Histogram {
     // 100 µs to ~3.3 s.
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
@@ -197,99 +380,63 @@ impl Default for Metrics {
             unknown_webhook_groups: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register(
+        register(
+            &mut registry,
             "conversion_requests",
-            "ConversionReviews answered, by resource, versions and result",
             m.conversion_requests.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
             "conversion_duration_seconds",
-            "Time to answer a ConversionReview",
             m.conversion_duration.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
             "conversion_objects",
-            "Objects per ConversionReview",
             m.conversion_objects.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
             "admission_requests",
-            "AdmissionReviews answered, by endpoint, resource and result",
             m.admission_requests.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
             "admission_duration_seconds",
-            "Time to answer an AdmissionReview",
             m.admission_duration.clone(),
         );
-        registry.register(
-            "http_errors",
-            "Requests refused before evaluation, by reason",
-            m.http_errors.clone(),
-        );
-        registry.register(
-            "reloads",
-            "Katalog reloads that took effect",
-            m.reloads.clone(),
-        );
-        registry.register(
-            "reload_failures",
-            "Katalog reloads that failed (the previous Katalog kept serving)",
-            m.reload_failures.clone(),
-        );
-        registry.register(
+        register(&mut registry, "http_errors", m.http_errors.clone());
+        register(&mut registry, "reloads", m.reloads.clone());
+        register(&mut registry, "reload_failures", m.reload_failures.clone());
+        register(
+            &mut registry,
             "last_reload_timestamp_seconds",
-            "Unix time of the last successful Katalog load",
             m.last_reload.clone(),
         );
-        registry.register(
-            "katalog_info",
-            "The content hash of the Katalog being served",
-            m.katalog_info.clone(),
-        );
-        registry.register(
-            "certificate_reloads",
-            "Serving certificate rotations that took effect",
-            m.cert_reloads.clone(),
-        );
-        registry.register(
+        register(&mut registry, "katalog_info", m.katalog_info.clone());
+        register(&mut registry, "certificate_reloads", m.cert_reloads.clone());
+        register(
+            &mut registry,
             "certificate_reload_failures",
-            "Serving certificate rotations refused (the previous certificate kept serving)",
             m.cert_reload_failures.clone(),
         );
-        registry.register(
-            "reviews_in_flight",
-            "Reviews being evaluated right now (bodies still arriving are not counted)",
-            m.in_flight.clone(),
-        );
-        registry.register(
+        register(&mut registry, "reviews_in_flight", m.in_flight.clone());
+        register(
+            &mut registry,
             "request_bytes_in_flight",
-            "Request bytes held by the reviews in flight, bodies still arriving included (--max-bytes-in-flight)",
             m.bytes_in_flight.clone(),
         );
-        registry.register(
-            "evaluations",
-            "Review evaluations, by place: inline, pool, or inline_stopped (stopped by --inline-limit, then evaluated on the pool)",
-            evaluations,
-        );
-        registry.register(
+        register(&mut registry, "evaluations", evaluations);
+        register(
+            &mut registry,
             "certificate_expiry_timestamp_seconds",
-            "Unix time at which the serving certificate expires",
             m.cert_expiry.clone(),
         );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease, else 0 (with leader election only)",
-            m.leader.clone(),
-        );
-        registry.register(
-            "undeclared_requests",
-            "Reviews of a resource the Katalog does not declare, by review (conversion or admission); the other metrics count them under the label value other",
-            undeclared,
-        );
-        registry.register(
+        register(&mut registry, "leader", m.leader.clone());
+        register(&mut registry, "undeclared_requests", undeclared);
+        register(
+            &mut registry,
             "unknown_webhook_groups",
-            "Admission requests for a webhook group id the Katalog does not have (evaluated with every rule of the endpoint)",
             m.unknown_webhook_groups.clone(),
         );
         let build: Family<BuildLabels, Gauge> = Family::default();
@@ -298,7 +445,7 @@ impl Default for Metrics {
                 version: env!("CARGO_PKG_VERSION").into(),
             })
             .set(1);
-        registry.register("build_info", "The katalog build", build);
+        register(&mut registry, "build_info", build);
         Metrics { registry, ..m }
     }
 }
@@ -349,7 +496,7 @@ impl Stats {
     pub fn record(&self, key: &str, millis: f64, error: Option<&str>) {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let key = if windows.len() >= MAX_STATS_KEYS && !windows.contains_key(key) {
-            crate::labels::OTHER
+            crate::serving::labels::OTHER
         } else {
             key
         };
@@ -477,6 +624,135 @@ mod tests {
         assert!(
             text.contains(r#"katalog_leader{lease="katalog-system/katalog-leader"} 1"#),
             "{text}"
+        );
+    }
+
+    /// What `/metrics` exports is [`METRICS`]: each metric with its help,
+    /// type and labels, and no other.
+    #[test]
+    fn the_exported_metrics_are_the_metrics_table() {
+        let m = Metrics::default();
+        // A sample in every family, so that its labels show.
+        let conversion = ConversionKey {
+            group: "g".into(),
+            kind: "K".into(),
+        };
+        let admission = AdmissionKey {
+            endpoint: "validate".into(),
+            group: "g".into(),
+            version: "v1".into(),
+            resource: "rs".into(),
+        };
+        m.conversion_requests
+            .get_or_create(&ConversionLabels {
+                group: "g".into(),
+                kind: "K".into(),
+                from: "v1".into(),
+                to: "v2".into(),
+                result: "success".into(),
+            })
+            .inc();
+        m.conversion_duration
+            .get_or_create(&conversion)
+            .observe(1.0);
+        m.conversion_objects.get_or_create(&conversion).observe(1.0);
+        m.admission_requests
+            .get_or_create(&AdmissionLabels {
+                endpoint: "validate".into(),
+                group: "g".into(),
+                version: "v1".into(),
+                resource: "rs".into(),
+                result: "allowed".into(),
+            })
+            .inc();
+        m.admission_duration.get_or_create(&admission).observe(1.0);
+        m.http_errors
+            .get_or_create(&ReasonLabels { reason: "R".into() })
+            .inc();
+        m.katalog_info
+            .get_or_create(&HashLabels { hash: "h".into() })
+            .set(1);
+        m.leader
+            .get_or_create(&LeaseLabels {
+                lease: "ns/l".into(),
+            })
+            .set(1);
+        let text = m.render();
+        let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
+        assert_eq!(helps, METRICS.len(), "{text}");
+        for d in METRICS {
+            let base = format!("katalog_{}", d.name);
+            let help = format!("# HELP {base} {}.", d.help);
+            assert!(text.lines().any(|l| l == help), "{help} in {text}");
+            let kind = format!("# TYPE {base} {}", d.kind.as_str());
+            assert!(text.lines().any(|l| l == kind), "{kind} in {text}");
+            // A histogram's labels are on its `_sum`.
+            let sample = match d.kind {
+                Kind::Histogram => format!("{base}_sum"),
+                _ => d.exported(),
+            };
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.strip_prefix(sample.as_str())
+                        .is_some_and(|rest| rest.starts_with(['{', ' ']))
+                })
+                .unwrap_or_else(|| panic!("no sample of {sample} in {text}"));
+            let labels: Vec<&str> = match line.split_once('{') {
+                None => Vec::new(),
+                Some((_, rest)) => rest
+                    .split_once('}')
+                    .map_or("", |(inside, _)| inside)
+                    .split(',')
+                    .filter_map(|pair| pair.split_once('=').map(|(name, _)| name))
+                    .collect(),
+            };
+            assert_eq!(labels, d.labels, "{line}");
+        }
+    }
+
+    /// The table of docs/server.md (`## Metrics`) is [`METRICS`]: the same
+    /// metrics in the same order, with their types and labels.
+    #[test]
+    fn the_docs_table_is_the_metrics_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/server.md");
+        let docs = std::fs::read_to_string(path).expect("docs/server.md");
+        let section = docs
+            .split_once("\n## Metrics\n")
+            .map(|(_, s)| s.split("\n## ").next().unwrap_or(s))
+            .expect("a `## Metrics` section in docs/server.md");
+        let backticked = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        };
+        let rows: Vec<(String, String, Vec<String>)> = section
+            .lines()
+            .filter(|l| l.starts_with("| `katalog_"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (
+                    cells[1].trim_matches('`').to_string(),
+                    cells[2].to_string(),
+                    backticked(cells[3]),
+                )
+            })
+            .collect();
+        let table: Vec<(String, String, Vec<String>)> = METRICS
+            .iter()
+            .map(|d| {
+                (
+                    d.exported(),
+                    d.kind.as_str().to_string(),
+                    d.labels.iter().map(|l| l.to_string()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows, table,
+            "docs/server.md's metrics table against metrics.rs's METRICS"
         );
     }
 }

@@ -24,13 +24,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::Config;
-use crate::housekeeper::Housekeeper;
-use crate::leader::LeaderElection;
-use crate::registration::{Registration, SharedCaBundle, Target};
-use crate::selfsigned::{Applied, Policy, Prepared, SecretRef, SelfSigned, SelfSignedError};
-use crate::server::StartError;
-use crate::tls::TlsError;
+use crate::certs::selfsigned::{Applied, Policy, Prepared, SecretRef, SelfSigned, SelfSignedError};
+use crate::certs::tls::TlsError;
+use crate::cluster::housekeeper::Housekeeper;
+use crate::cluster::leader::LeaderElection;
+use crate::cluster::registration::{Registration, SharedCaBundle, Target};
+use crate::http::server::StartError;
+use crate::serving::config::Config;
 
 /// Everything `katalog serve` is told.
 #[derive(Clone, Debug)]
@@ -73,7 +73,7 @@ pub enum Certificate {
     /// `dir` (reused when a valid pair is already there).
     Development { dir: PathBuf },
     /// A CA and certificate kept in a Secret, shared by the replicas and
-    /// rotated before they expire (see [`crate::selfsigned`]).
+    /// rotated before they expire (see [`crate::certs::selfsigned`]).
     Secret {
         secret: SecretRef,
         policy: Policy,
@@ -157,12 +157,12 @@ pub enum ServeError {
     #[error(transparent)]
     Development(TlsError),
     #[error(transparent)]
-    CaBundle(crate::reload::Error),
+    CaBundle(crate::serving::reload::Error),
     #[error("failed to register: no caBundle for certificate files (give the CA that signed them)")]
     NoCaBundle,
     /// What the apiserver would refuse: the webhook URL or the caBundle.
     #[error(transparent)]
-    Registration(#[from] crate::registration::Error),
+    Registration(#[from] crate::cluster::registration::Error),
     #[error(transparent)]
     Start(#[from] StartError),
 }
@@ -220,7 +220,7 @@ impl Serve {
                 Made::Files
             }
             Certificate::Development { dir } => {
-                let files = crate::tls::write_dev_certificates(dir, &names)
+                let files = crate::certs::tls::write_dev_certificates(dir, &names)
                     .map_err(ServeError::Development)?;
                 config.server.tls_cert = files.cert;
                 config.server.tls_key = files.key;
@@ -235,7 +235,7 @@ impl Serve {
                 selfsigned.policy = policy.clone();
                 selfsigned.policy.check()?;
                 selfsigned.check_interval = *check_interval;
-                let files = crate::selfsigned::ServingFiles::create_private(&format!(
+                let files = crate::certs::selfsigned::ServingFiles::create_private(&format!(
                     "katalog-{}-{}",
                     secret.namespace, secret.name
                 ))?;
@@ -267,7 +267,7 @@ impl Serve {
             None => None,
         };
         let kubeconfig = config.kubeconfig;
-        crate::server::run(config.server, move |addr, state| {
+        crate::http::server::run(config.server, move |addr, state| {
             let mut development_ca = None;
             let keeper = match made {
                 Made::Secret(s) => {
@@ -302,7 +302,7 @@ impl Serve {
 struct Housekeeping {
     housekeeper: Housekeeper,
     registration: Registration,
-    ca_watch: Option<crate::reload::Watchers>,
+    ca_watch: Option<crate::serving::reload::Watchers>,
 }
 
 fn housekeeping(register: &Register, config: &ServeConfig, made: &Made) -> Result<Housekeeping> {
@@ -315,7 +315,7 @@ fn housekeeping(register: &Register, config: &ServeConfig, made: &Made) -> Resul
     let (source, ca_watch): (SharedCaBundle, _) = match (made, ca_path) {
         (Made::Secret(s), _) => (s.1.ca_bundle.clone(), None),
         (_, Some(path)) => {
-            let (bundle, watch) = crate::reload::watch_ca_bundle(
+            let (bundle, watch) = crate::serving::reload::watch_ca_bundle(
                 &path,
                 config.server.reload_debounce,
                 config.server.reload_poll,

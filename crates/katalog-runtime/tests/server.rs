@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use katalog_runtime::client::{HttpsClient, read_response};
-use katalog_runtime::tls::DevCa;
+use katalog_runtime::certs::tls::DevCa;
+use katalog_runtime::http::client::{HttpsClient, read_response};
 use katalog_runtime::{Config, ServerThread};
 use serde_json::{Value, json};
 
@@ -92,7 +92,7 @@ impl Harness {
     }
 
     /// `GET path` on the plain-HTTP monitoring listener.
-    fn monitoring_get(&self, path: &str) -> katalog_runtime::client::Response {
+    fn monitoring_get(&self, path: &str) -> katalog_runtime::http::client::Response {
         let addr = self.server.as_ref().unwrap().metrics_addr.unwrap();
         let mut sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(10)))
@@ -924,7 +924,7 @@ fn slow_review_in_flight(
     h: &Harness,
 ) -> (
     std::thread::JoinHandle<u16>,
-    katalog_runtime::client::HttpsClient,
+    katalog_runtime::http::client::HttpsClient,
 ) {
     let mut first = h.client();
     let body = slow_review(500);
@@ -956,7 +956,7 @@ fn a_timed_out_evaluation_stays_counted_in_flight_until_it_ends() {
     assert_eq!(r.status, 504, "{}", r.text());
     // The answer is sent; the evaluation goes on and is still counted.
     let mut probe = h.client();
-    let gauge = |probe: &mut katalog_runtime::client::HttpsClient| {
+    let gauge = |probe: &mut katalog_runtime::http::client::HttpsClient| {
         probe
             .get("/metrics")
             .unwrap()
@@ -1321,7 +1321,7 @@ fn many_slow_rules(n: usize) -> String {
     )
 }
 
-fn in_flight_gauge(probe: &mut katalog_runtime::client::HttpsClient) -> String {
+fn in_flight_gauge(probe: &mut katalog_runtime::http::client::HttpsClient) -> String {
     probe
         .get("/metrics")
         .unwrap()
@@ -1882,7 +1882,7 @@ fn tls_min_version_1_3_refuses_a_tls_1_2_client() {
     assert_eq!(tls12_handshake(h.addr()), Ok(()));
     drop(h);
     let h = Harness::start("tls13", Some(&crontab()), |c| {
-        c.tls_min_version = katalog_runtime::tls::TlsMinVersion::Tls13;
+        c.tls_min_version = katalog_runtime::certs::tls::TlsMinVersion::Tls13;
     });
     let e = tls12_handshake(h.addr()).unwrap_err();
     assert!(

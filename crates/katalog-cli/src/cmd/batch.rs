@@ -118,7 +118,7 @@ impl Summary {
         let mut out = format!(
             "{} object{}: {} allowed",
             self.objects,
-            crate::plural(self.objects),
+            crate::output::plural(self.objects),
             self.allowed
         );
         if self.warned > 0 {
@@ -146,7 +146,7 @@ impl Summary {
 
 fn rules_matched(v: &Verdict) -> String {
     let n = v.matched.len();
-    format!("{n} rule{} matched", crate::plural(n))
+    format!("{n} rule{} matched", crate::output::plural(n))
 }
 
 /// Every warning in full, `[rule] message` (the server cuts them to what
@@ -359,7 +359,7 @@ impl BatchPrinter {
                 );
             }
             BatchFormat::Junit => {
-                use crate::test_cmd::xml_escape;
+                use crate::cmd::test::xml_escape;
                 outln!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
                 outln!("<testsuites>");
                 outln!(
@@ -405,7 +405,7 @@ fn print_text(r: &AdmitResult) {
 /// One testcase per object; a denial is a failure, an object that could not
 /// be evaluated an error.
 fn junit_case(r: &AdmitResult) -> String {
-    use crate::test_cmd::xml_escape;
+    use crate::cmd::test::xml_escape;
     let name = xml_escape(&format!("{} {}", r.id.index, r.label));
     match (&r.verdict, &r.error) {
         (Some(v), _) if v.allowed && v.warnings.is_empty() => {
@@ -460,7 +460,7 @@ impl ConvertRun<'_> {
             return;
         }
         let list = Value::Object(members.clone());
-        if let Ok(desired) = crate::desired_api_version(self.ir, &list, self.to) {
+        if let Ok(desired) = crate::cmd::convert::desired_api_version(self.ir, &list, self.to) {
             members.insert("apiVersion".into(), Value::String(desired));
         }
     }
@@ -483,7 +483,7 @@ impl ConvertRun<'_> {
                 if let Some(ns) = self.namespace {
                     default_namespace(self.ir, Some(ns), &mut object);
                 }
-                let result = crate::desired_api_version(self.ir, &object, self.to)
+                let result = crate::cmd::convert::desired_api_version(self.ir, &object, self.to)
                     .map_err(|e| e.to_string())
                     .and_then(|desired| {
                         katalog_lang::review::convert_checked(self.ir, &object, &desired)

@@ -815,7 +815,7 @@ spec:
         r.ca_bundle = b"not a certificate".to_vec();
         let e = r.check().unwrap_err().to_string();
         assert!(e.contains("not PEM certificates"), "{e}");
-        r.ca_bundle = crate::tls::DevCa::generate()
+        r.ca_bundle = crate::certs::tls::DevCa::generate()
             .unwrap()
             .ca_pem()
             .as_bytes()
@@ -828,11 +828,11 @@ spec:
     #[test]
     fn the_shipped_rbac_is_the_generated_one() {
         let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
-        let sources = crate::files::read_katalog(std::path::Path::new(&format!(
+        let sources = crate::serving::files::read_katalog(std::path::Path::new(&format!(
             "{root}/deploy/base/katalog"
         )))
         .unwrap();
-        let ir = crate::files::compile_katalog(&sources).unwrap();
+        let ir = crate::serving::files::compile_katalog(&sources).unwrap();
         let options = RbacOptions {
             service_account: ("katalog-system".into(), "katalog".into()),
             secret: Some(("katalog-system".into(), "katalog-tls".into())),

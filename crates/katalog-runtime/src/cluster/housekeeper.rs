@@ -10,7 +10,7 @@
 //! from the server's actix runtime.
 //!
 //! With [`Housekeeper::leader_election`] set, only the holder of the Lease
-//! `<registration name>-leader` reconciles (see [`crate::leader`]); the
+//! `<registration name>-leader` reconciles (see [`crate::cluster::leader`]); the
 //! others keep trying to acquire it every renew period.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,11 +29,11 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 
+use crate::cluster::leader::{Elector, LeaderElection};
+use crate::cluster::registration::{Registration, SharedCaBundle, crd_conversion_patches};
 use crate::cluster::{self, ClusterError, RegisterReport};
-use crate::leader::{Elector, LeaderElection};
 use crate::metrics::LeaseLabels;
-use crate::registration::{Registration, SharedCaBundle, crd_conversion_patches};
-use crate::state::State;
+use crate::serving::state::State;
 
 /// How long the unregistration of `cleanupOnShutdown` may take at stop.
 const CLEANUP_BOUND: Duration = Duration::from_secs(3);

@@ -29,7 +29,7 @@ pub async fn client(
     if context.is_none() {
         return crate::cluster::client(kubeconfig).await;
     }
-    crate::tls::install_crypto_provider();
+    crate::certs::tls::install_crypto_provider();
     let options = kube::config::KubeConfigOptions {
         context: context.map(str::to_string),
         ..Default::default()

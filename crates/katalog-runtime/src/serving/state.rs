@@ -1,6 +1,6 @@
 //! Shared server state: the compiled Katalog (swapped atomically on
 //! reload), the certificate, metrics and stats. Reloading reads the files
-//! named in the [`Config`]; watching them is [`crate::reload`]'s.
+//! named in the [`Config`]; watching them is [`crate::serving::reload`]'s.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,9 +10,9 @@ use arc_swap::ArcSwapOption;
 use katalog_lang::Ir;
 use serde_json::{Value, json};
 
-use crate::config::Config;
+use crate::certs::tls::{ReloadingCert, TlsError};
 use crate::metrics::{HashLabels, Metrics, Stats};
-use crate::tls::{ReloadingCert, TlsError};
+use crate::serving::config::Config;
 
 /// Why a reload kept what was served before.
 #[derive(Debug, thiserror::Error)]
@@ -37,14 +37,14 @@ pub struct Loaded {
     pub loaded_at: SystemTime,
     pub sources: Vec<String>,
     /// The label values of metrics and stats this Katalog allows.
-    pub labels: crate::labels::Declared,
+    pub labels: crate::serving::labels::Declared,
 }
 
 pub struct State {
     pub config: Config,
     pub cert: Arc<ReloadingCert>,
     /// `--client-ca`, read again when its file changes.
-    pub client_ca: Option<Arc<crate::tls::ReloadingClientCa>>,
+    pub client_ca: Option<Arc<crate::certs::tls::ReloadingClientCa>>,
     katalog: ArcSwapOption<Loaded>,
     last_error: Mutex<Option<String>>,
     /// Hash of the last content that failed to compile.
@@ -174,7 +174,7 @@ impl State {
 
     /// `katalog_certificate_expiry_timestamp_seconds` of the certificate served now.
     fn record_cert_expiry(&self) {
-        if let Some(t) = crate::tls::not_after(&self.cert.current()) {
+        if let Some(t) = crate::certs::tls::not_after(&self.cert.current()) {
             self.metrics.cert_expiry.set(t);
         }
     }
@@ -199,7 +199,7 @@ impl State {
     /// On failure the previous Katalog keeps serving. Returns whether it changed.
     pub fn reload(&self) -> Result<bool> {
         let path = &self.config.katalog;
-        let result = crate::files::read_katalog(path)
+        let result = crate::serving::files::read_katalog(path)
             .map_err(|d| {
                 // An unreadable file (not UTF-8, out of file descriptors) is
                 // reported once too, until what is read or why changes.
@@ -216,7 +216,7 @@ impl State {
             .and_then(|sources| {
                 // The CRDs count too: a schema edit can make the Katalog
                 // (in)valid. Without `crd:` keys the hash is the same as before.
-                let crds = crate::files::read_crds_of(&sources);
+                let crds = crate::serving::files::read_crds_of(&sources);
                 let parts: Vec<&[u8]> = sources
                     .iter()
                     .chain(&crds)
@@ -231,7 +231,7 @@ impl State {
                 if failed.as_deref() == Some(hash.as_str()) {
                     return Err(Unchanged);
                 }
-                let ir = crate::files::compile_katalog(&sources).map_err(|d| {
+                let ir = crate::serving::files::compile_katalog(&sources).map_err(|d| {
                     *failed = Some(hash.clone());
                     Failed(d.render())
                 })?;
@@ -249,7 +249,7 @@ impl State {
                 }
                 *failed = None;
                 Ok(Some(Loaded {
-                    labels: crate::labels::Declared::of(&ir),
+                    labels: crate::serving::labels::Declared::of(&ir),
                     ir: Arc::new(ir),
                     hash,
                     loaded_at: SystemTime::now(),
@@ -293,7 +293,7 @@ impl State {
 
     /// Load the certificate files again; a broken pair keeps the old one.
     pub fn reload_cert(&self) -> Result<bool> {
-        match crate::tls::load_pair(&self.config.tls_cert, &self.config.tls_key) {
+        match crate::certs::tls::load_pair(&self.config.tls_cert, &self.config.tls_key) {
             Ok(key) => {
                 let current = self.cert.current();
                 if current.cert == key.cert {
@@ -378,9 +378,9 @@ mod tests {
     use super::*;
 
     fn state(katalog: std::path::PathBuf) -> State {
-        crate::tls::install_crypto_provider();
-        let dev = crate::tls::generate_dev_certificates(&["localhost".into()]).unwrap();
-        let key = crate::tls::certified_key_from_pem(
+        crate::certs::tls::install_crypto_provider();
+        let dev = crate::certs::tls::generate_dev_certificates(&["localhost".into()]).unwrap();
+        let key = crate::certs::tls::certified_key_from_pem(
             dev.cert_pem.as_bytes(),
             dev.key_pem.as_bytes(),
             "cert",

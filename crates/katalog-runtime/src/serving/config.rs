@@ -39,7 +39,7 @@ pub struct Config {
     pub cel_cost_limit: u64,
     /// How long a small review may be evaluated on the connection thread
     /// before it is stopped and evaluated again on the blocking pool (see
-    /// `crate::server::INLINE_BODY_LIMIT`); zero: never inline.
+    /// `crate::http::limits::INLINE_BODY_LIMIT`); zero: never inline.
     pub inline_limit: Duration,
     /// Longest time a client may take to send its request.
     pub client_timeout: Duration,
@@ -66,7 +66,7 @@ pub struct Config {
     /// The engine's own namespace, protected by the ceiling too.
     pub engine_namespace: Option<String>,
     /// The oldest TLS version accepted (`--tls-min-version`).
-    pub tls_min_version: crate::tls::TlsMinVersion,
+    pub tls_min_version: crate::certs::tls::TlsMinVersion,
 }
 
 impl Config {
@@ -94,7 +94,7 @@ impl Config {
             reload_poll: Duration::from_secs(10),
             ceiling: None,
             engine_namespace: None,
-            tls_min_version: crate::tls::TlsMinVersion::Tls12,
+            tls_min_version: crate::certs::tls::TlsMinVersion::Tls12,
         }
     }
 }

@@ -1,11 +1,22 @@
 //! Registration against a cluster, with kube-rs: server-side apply of the
-//! webhook configurations [`registration`](crate::registration) builds,
+//! webhook configurations [`registration`](crate::cluster::registration) builds,
 //! removal of those the Katalog no longer declares, and the CRD
 //! `spec.conversion` merge patches, after checking that each CRD's storage
 //! version is the Katalog's hub and that it serves every Katalog version.
 //!
 //! Every CRD is checked before anything is written, so a refusal leaves the
 //! cluster as it was.
+//!
+//! Its submodules: what is registered ([`registration`]), the housekeeper
+//! that keeps it registered ([`housekeeper`]) under leader election
+//! ([`leader`]), storage migration ([`migrate`]) and a live cluster's CRDs
+//! ([`live`]).
+
+pub mod housekeeper;
+pub mod leader;
+pub mod live;
+pub mod migrate;
+pub mod registration;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -22,7 +33,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::registration::{
+use crate::cluster::registration::{
     MANAGED_BY_LABEL, MANAGER, Registration, crd_conversion_patches, mutating_configuration,
     validating_configuration,
 };
@@ -180,7 +191,7 @@ impl RegisterReport {
 /// A client from the kubeconfig at `path`, or else inferred as kubectl does
 /// (`KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
-    crate::tls::install_crypto_provider();
+    crate::certs::tls::install_crypto_provider();
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)

@@ -71,7 +71,7 @@ fn invalid(message: impl Into<String>) -> io::Error {
 impl HttpsClient {
     /// Trust only the CA in `ca_pem`; `server_name` is checked against the certificate.
     pub fn new(addr: SocketAddr, ca_pem: &[u8], server_name: &str) -> io::Result<Self> {
-        crate::tls::install_crypto_provider();
+        crate::certs::tls::install_crypto_provider();
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_pem) {
             let cert = cert.map_err(|e| invalid(format!("bad CA PEM: {e}")))?;

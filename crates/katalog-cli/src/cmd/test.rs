@@ -7,7 +7,7 @@ use katalog_lang::suite::{CaseResult, run_case};
 use serde::Serialize;
 
 use crate::exit::{Exit, NO, USAGE};
-use crate::files;
+use katalog_runtime::serving::files;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum Report {
@@ -60,13 +60,34 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `katalog test` from its flags.
+pub(crate) fn command(args: crate::args::TestArgs) -> Result<(), Exit> {
+    let crate::args::TestArgs {
+        paths,
+        output,
+        fail_only,
+        case,
+        fuzz,
+        seed,
+        live,
+    } = args;
+    run(
+        &paths,
+        output,
+        fail_only,
+        case.as_deref(),
+        fuzz.map(|count| katalog_lang::fuzz::FuzzOptions { count, seed }),
+        live.fetch()?.as_ref(),
+    )
+}
+
 pub fn run(
     paths: &[PathBuf],
     output: Report,
     fail_only: bool,
     select: Option<&str>,
     fuzz: Option<katalog_lang::fuzz::FuzzOptions>,
-    live: Option<&katalog_runtime::live::LiveCrds>,
+    live: Option<&katalog_runtime::cluster::live::LiveCrds>,
 ) -> Result<(), Exit> {
     let select = select
         .map(regex::Regex::new)

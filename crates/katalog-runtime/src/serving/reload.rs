@@ -15,8 +15,8 @@ use std::time::Duration;
 use notify::RecommendedWatcher;
 use notify_debouncer_full::{Debouncer, RecommendedCache, new_debouncer};
 
-use crate::registration::{SharedCaBundle, check_ca_bundle};
-use crate::state::State;
+use crate::cluster::registration::{SharedCaBundle, check_ca_bundle};
+use crate::serving::state::State;
 
 /// Why a watch could not start.
 #[derive(Debug, thiserror::Error)]
@@ -104,8 +104,8 @@ pub fn watch(state: Arc<State>) -> Result<Watchers> {
     let mut katalog_dirs = vec![dir_of(&state.config.katalog)];
     // A CRD kept apart from the Katalog: its directory too. A `crd:` key
     // added later is seen at the next poll.
-    if let Ok(sources) = crate::files::read_katalog(&state.config.katalog) {
-        for path in crate::files::crd_paths_of(&sources) {
+    if let Ok(sources) = crate::serving::files::read_katalog(&state.config.katalog) {
+        for path in crate::serving::files::crd_paths_of(&sources) {
             let dir = dir_of(&path);
             if dir.is_dir() && !katalog_dirs.contains(&dir) {
                 katalog_dirs.push(dir);
