@@ -66,6 +66,7 @@
 //! in their input order.
 
 mod ast;
+mod format;
 mod macros;
 mod native;
 pub mod types;
@@ -1669,6 +1670,12 @@ fn parse_and_check(expr: &str) -> Result<IdedExpr, CompileFailure> {
             name,
         });
     }
+    if let Some(error) = format::check_literal_calls(&ast) {
+        let (at, snippet) = caret_at_call(expr, "format");
+        return Err(CompileFailure::Syntax(format!(
+            "ERROR: {at}: {error}\n{snippet}"
+        )));
+    }
     Ok(ast)
 }
 
@@ -2340,6 +2347,9 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("timestamp", timestamp_like_cel_go);
         ctx.add_function("duration", duration_like_cel_go);
         ctx.add_function(NEG_FUNCTION, checked_negate);
+        // cel-go's formatting (strings extension version 2), where kube-cel
+        // follows cel-spec's newer formatting (cel/format.rs).
+        ctx.add_function("format", format::format());
         ctx
     });
     &BASE
