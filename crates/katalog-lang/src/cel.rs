@@ -71,6 +71,7 @@ mod macros;
 mod native;
 pub mod types;
 mod unary;
+mod url;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -2347,9 +2348,15 @@ fn base_context() -> &'static Context<'static> {
         ctx.add_function("timestamp", timestamp_like_cel_go);
         ctx.add_function("duration", duration_like_cel_go);
         ctx.add_function(NEG_FUNCTION, checked_negate);
-        // cel-go's formatting (strings extension version 2), where kube-cel
-        // follows cel-spec's newer formatting (cel/format.rs).
+        // cel-go's formatting (strings extension version 2) and Go's
+        // net/url, where kube-cel follows cel-spec's newer formatting and
+        // the WHATWG URL standard (cel/format.rs, cel/url.rs).
         ctx.add_function("format", format::format());
+        ctx.add_function("url", url::url());
+        ctx.add_function("isURL", url::is_url());
+        for (name, get) in url::ACCESSORS {
+            ctx.add_function(name, url::accessor(get));
+        }
         ctx
     });
     &BASE
