@@ -36,6 +36,11 @@
 //!   Go's shortest form (`1e+308`); `split('')` gives the characters;
 //!   `lists.range(-1)` is `[]`. These were found by the differential test
 //!   against cel-go (`tests/cel_oracle.rs`, docs/cel.md).
+//! * `format()` is cel-go's at the strings extension's version 2 (locale
+//!   formatting, CEL literals for list members, compile-time checks of
+//!   literal calls: `format.rs`), and `url()` reads a URL as Go's
+//!   `net/url` does (`url.rs`); kube-cel followed cel-spec's version 4 and
+//!   the WHATWG URL standard.
 //!
 //! Known cel 0.13 quirks that remain: `has(x.f)` on a value that is not a
 //! map (`has(null.f)`) evaluates to `false` instead of failing; in release builds, `-x` on
