@@ -36,6 +36,11 @@
 //!   Go's shortest form (`1e+308`); `split('')` gives the characters;
 //!   `lists.range(-1)` is `[]`. These were found by the differential test
 //!   against cel-go (`tests/cel_oracle.rs`, docs/cel.md).
+//! * `format()` is cel-go's at the strings extension's version 2 (locale
+//!   formatting, CEL literals for list members, compile-time checks of
+//!   literal calls: `format.rs`), and `url()` reads a URL as Go's
+//!   `net/url` does (`url.rs`); kube-cel followed cel-spec's version 4 and
+//!   the WHATWG URL standard.
 //!
 //! Known cel 0.13 quirks that remain: `has(x.f)` on a value that is not a
 //! map (`has(null.f)`) evaluates to `false` instead of failing; in release builds, `-x` on
@@ -67,6 +72,7 @@
 
 mod ast;
 pub mod cost;
+mod format;
 mod library;
 mod macros;
 mod named_format;
@@ -76,6 +82,7 @@ mod time;
 mod type_values;
 pub mod types;
 mod unary;
+mod url;
 mod wkt;
 
 use std::any::Any;
@@ -1697,6 +1704,12 @@ fn parse_and_check(expr: &str) -> Result<Parsed, CompileFailure> {
             name,
         });
     }
+    if let Some(error) = format::check_literal_calls(&ast) {
+        let (at, snippet) = caret_at_call(expr, "format");
+        return Err(CompileFailure::Syntax(format!(
+            "ERROR: {at}: {error}\n{snippet}"
+        )));
+    }
     Ok((ast, estimate))
 }
 
@@ -2454,6 +2467,15 @@ fn base_context() -> &'static Context<'static> {
         }
         ctx.add_function("format.named", strict_fn(named_format::named));
         ctx.add_function("validate", strict_fn(named_format::validate));
+        // cel-go's formatting (strings extension version 2) and Go's
+        // net/url, where kube-cel follows cel-spec's newer formatting and
+        // the WHATWG URL standard (cel/format.rs, cel/url.rs).
+        ctx.add_function("format", format::format());
+        ctx.add_function("url", url::url());
+        ctx.add_function("isURL", url::is_url());
+        for (name, get) in url::ACCESSORS {
+            ctx.add_function(name, url::accessor(get));
+        }
         ctx
     });
     &BASE

@@ -377,6 +377,84 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// Cases whose expected answer is not the kube-apiserver's: katalog gives
+/// the apiserver's (the oracle's, testenv/celoracle), so they fail here and
+/// are listed with the reason.
+const APISERVER_ANSWERS: &[(&str, &str)] = &[
+    (
+        "string_ext/format/NaN support for decimal",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) takes %d on ints and uints only",
+    ),
+    (
+        "string_ext/format/positive infinity support for decimal",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) takes %d on ints and uints only",
+    ),
+    (
+        "string_ext/format/negative infinity support for decimal",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) takes %d on ints and uints only",
+    ),
+    (
+        "string_ext/format/NaN support for scientific notation",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `   NaN` (%e's precision is passed to Go as a width)",
+    ),
+    (
+        "string_ext/format/positive infinity support for scientific notation",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `     ∞` (the locale's infinity, %e's precision a width)",
+    ),
+    (
+        "string_ext/format/negative infinity support for scientific notation",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `    -∞` (the locale's infinity, %e's precision a width)",
+    ),
+    (
+        "string_ext/format/positive infinity support for fixed-point",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `∞` (the locale's infinity)",
+    ),
+    (
+        "string_ext/format/negative infinity support for fixed-point",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `-∞` (the locale's infinity)",
+    ),
+    (
+        "string_ext/format/default precision for scientific notation",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `2.718280×10⁰⁰` (en_US scientific notation)",
+    ),
+    (
+        "string_ext/format/dyntype support for scientific notation",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `2.718280×10⁰⁰` (en_US scientific notation)",
+    ),
+    (
+        "string_ext/format/scientific notation formatting clause",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `1.052033×10⁰³` (en_US scientific notation)",
+    ),
+    (
+        "string_ext/format/scientific notation formatting clause in a string variable",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) gives `1.052033×10⁰³` (en_US scientific notation)",
+    ),
+    (
+        "string_ext/format/dyntype NaN/infinity support",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes list members as CEL literals: `[\"NaN\", \"+Inf\", \"-Inf\"]`",
+    ),
+    (
+        "string_ext/format/dyntype support for lists",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes list members as CEL literals: `[6, 4.200000, \"a string\"]`",
+    ),
+    (
+        "string_ext/format/list support for string",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes list members as CEL literals (quoted strings, six decimals, `timestamp(\"...\")`)",
+    ),
+    (
+        "string_ext/format/dyntype support for maps",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes map entries as CEL literals: `{\"strKey\":\"x\", 6:duration(\"422s\"), true:42}`",
+    ),
+    (
+        "string_ext/format/map support (all key types)",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes map entries as CEL literals: `{1:\"value1\", 2:\"value2\", true:\"NaN\"}`",
+    ),
+    (
+        "string_ext/format/map support for string",
+        "cel-spec expects the strings extension's version 4 formatting; Kubernetes enables version 2, whose format() (cel-go ext/formatting.go) writes map entries as CEL literals (`b\"xyz\"`, `duration(\"7200s\")`, `2.718280`)",
+    ),
+];
+
 /// A runnable case: the expression, its bindings and what it expects
 /// (`None`: an error).
 struct Case {
@@ -665,7 +743,10 @@ fn cel_spec_conformance_cases_pass_on_both_evaluators() {
     }
     listing.push_str("#\n# Runnable, failing today (to be fixed, issue 30):\n");
     for id in failing.keys() {
-        listing.push_str(&format!("failing {id}\n"));
+        match APISERVER_ANSWERS.iter().find(|(case, _)| case == id) {
+            Some((_, reason)) => listing.push_str(&format!("failing {id}: {reason}\n")),
+            None => listing.push_str(&format!("failing {id}\n")),
+        }
     }
     let path = common::repo().join("testdata/cel/cel-spec.txt");
     if std::env::var_os("BLESS").is_some() {
