@@ -167,7 +167,7 @@ fn a_cycle_is_found_where_there_is_one() {
 }
 
 /// The modules whose name starts with `prefix` (`ir`: `ir` and `ir::…`).
-fn under<'m>(name: &'m str, prefix: &str) -> bool {
+fn under(name: &str, prefix: &str) -> bool {
     name == prefix || name.starts_with(&format!("{prefix}::"))
 }
 
