@@ -221,6 +221,12 @@ pub enum CompileFailure {
         /// The line, and a caret under the name.
         snippet: String,
     },
+    /// Type errors cel-go's checker finds with nothing known of the
+    /// variables (all `dyn`, as the kube-apiserver declares `object` and
+    /// the others for a ValidatingAdmissionPolicy): list and map literals
+    /// of mixed types, calls no overload takes (see `cel/types.rs`).
+    #[error("{0}")]
+    Type(String),
     /// A quoted identifier (`` m.`a.b` ``), which the kube-apiserver refuses.
     #[error(
         "ERROR: {at}: unsupported syntax: '`' (the kube-apiserver's CEL has no quoted \
@@ -651,6 +657,18 @@ impl CelProgram {
     /// levels of nested sub-expressions and expression trees deeper than 32
     /// levels (see `MAX_AST_DEPTH` for why).
     pub fn compile(expr: &str) -> Result<CelProgram, CelError> {
+        Self::compile_with(expr, true)
+    }
+
+    /// [`CelProgram::compile`] without the type checks: the evaluators'
+    /// unit tests run expressions cel-go's checker refuses, to test what
+    /// the evaluators do with such values when they come from `object`.
+    #[cfg(test)]
+    pub(crate) fn compile_unchecked(expr: &str) -> Result<CelProgram, CelError> {
+        Self::compile_with(expr, false)
+    }
+
+    fn compile_with(expr: &str, typed: bool) -> Result<CelProgram, CelError> {
         let compile_error = |reason: CompileFailure| CelError::Compile {
             expr: expr.to_owned(),
             reason,
@@ -667,7 +685,7 @@ impl CelProgram {
             let parser = std::thread::Builder::new()
                 .name("katalog-cel-parser".to_owned())
                 .stack_size(PARSER_STACK_SIZE)
-                .spawn_scoped(scope, || parse_and_check(expr))
+                .spawn_scoped(scope, || parse_and_check(expr, typed))
                 .map_err(|err| CompileFailure::ParserThread(err.to_string()))?;
             parser
                 .join()
@@ -1674,7 +1692,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> InterpreterPanic {
 /// ([`cost::estimate`], on the tree before katalog's macro expansion).
 type Parsed = (IdedExpr, Result<cost::Estimate, cost::Unsupported>);
 
-fn parse_and_check(expr: &str) -> Result<Parsed, CompileFailure> {
+fn parse_and_check(expr: &str, typed: bool) -> Result<Parsed, CompileFailure> {
     let lexed = unary::lex(expr);
     if let Some(at) = lexed.backtick {
         let (at, snippet) = types::caret_at(expr, at);
@@ -1709,6 +1727,11 @@ fn parse_and_check(expr: &str) -> Result<Parsed, CompileFailure> {
         return Err(CompileFailure::Syntax(format!(
             "ERROR: {at}: {error}\n{snippet}"
         )));
+    }
+    let (_, errors) = types::check_ast(&ast, expr, &types::Env::default(), true);
+    if typed && !errors.is_empty() {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        return Err(CompileFailure::Type(errors.join("\n")));
     }
     Ok((ast, estimate))
 }
@@ -3676,7 +3699,7 @@ mod tests {
             "object.l.map(a, object.l.map(b, object.l.map(c, object.l.map(d, a + b + c + d))))",
             "{'k': object.l.exists_one(x, x > 1)}",
         ] {
-            let program = CelProgram::compile(expr).unwrap();
+            let program = CelProgram::compile_unchecked(expr).unwrap();
             for n in [
                 0,
                 1,
@@ -3699,7 +3722,7 @@ mod tests {
     }
 
     fn unbound(expr: &str, bound: &[&str]) -> Vec<String> {
-        CelProgram::compile(expr)
+        CelProgram::compile_unchecked(expr)
             .unwrap_or_else(|e| panic!("{e}"))
             .unbound_identifiers(bound)
     }
@@ -3729,7 +3752,7 @@ mod tests {
 
     #[test]
     fn variable_names_are_found_in_every_spelling() {
-        let p = CelProgram::compile(
+        let p = CelProgram::compile_unchecked(
             "variables.a + variables['b'] + variables.?c.orValue('') + variables.a + x.variables.d",
         )
         .unwrap();
@@ -3737,7 +3760,7 @@ mod tests {
     }
 
     fn eval(expr: &str, vars: &[(&str, &Json)]) -> Json {
-        CelProgram::compile(expr)
+        CelProgram::compile_unchecked(expr)
             .unwrap_or_else(|e| panic!("{e}"))
             .eval(vars)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -3848,7 +3871,7 @@ mod tests {
     }
 
     fn eval_err(expr: &str, vars: &[(&str, &Json)]) -> String {
-        match CelProgram::compile(expr)
+        match CelProgram::compile_unchecked(expr)
             .unwrap_or_else(|e| panic!("{e}"))
             .eval(vars)
         {
@@ -3865,7 +3888,7 @@ mod tests {
     fn program_is_send_sync_clone_debug() {
         fn assert_traits<T: Send + Sync + Clone + fmt::Debug + 'static>() {}
         assert_traits::<CelProgram>();
-        let p = CelProgram::compile("1 + 2").unwrap();
+        let p = CelProgram::compile_unchecked("1 + 2").unwrap();
         assert_eq!(p.source(), "1 + 2");
         assert_eq!(format!("{p:?}"), r#"CelProgram("1 + 2")"#);
         let q = p.clone();
@@ -3874,7 +3897,7 @@ mod tests {
 
     #[test]
     fn evaluates_concurrently() {
-        let p = CelProgram::compile("self.n * 2 == 84 && 'ab'.matches('^a')").unwrap();
+        let p = CelProgram::compile_unchecked("self.n * 2 == 84 && 'ab'.matches('^a')").unwrap();
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let p = p.clone();
@@ -4179,7 +4202,7 @@ mod tests {
     fn missing_variable_is_an_eval_error_naming_it() {
         let msg = eval_err("object.spec.replicas > 1", &[]);
         assert!(msg.contains("object"), "{msg}");
-        let err = CelProgram::compile("oldSelf == null")
+        let err = CelProgram::compile_unchecked("oldSelf == null")
             .unwrap()
             .eval(&[("self", &json!(1))])
             .unwrap_err();
@@ -4201,7 +4224,7 @@ mod tests {
 
     #[test]
     fn compile_errors() {
-        let err = CelProgram::compile("1 +").unwrap_err();
+        let err = CelProgram::compile_unchecked("1 +").unwrap_err();
         let CelError::Compile { expr, reason } = &err else {
             panic!("expected a compile error, got {err:?}");
         };
@@ -4215,11 +4238,11 @@ mod tests {
                 .starts_with("failed to compile CEL expression `1 +`: "),
             "{err}"
         );
-        assert!(CelProgram::compile("self.name.").is_err());
-        assert!(CelProgram::compile("'unterminated").is_err());
-        assert!(CelProgram::compile("").is_err());
+        assert!(CelProgram::compile_unchecked("self.name.").is_err());
+        assert!(CelProgram::compile_unchecked("'unterminated").is_err());
+        assert!(CelProgram::compile_unchecked("").is_err());
         // Message construction parses but cel 0.13 cannot evaluate it.
-        let err = CelProgram::compile("Foo{a: 1}").unwrap_err();
+        let err = CelProgram::compile_unchecked("Foo{a: 1}").unwrap_err();
         assert!(
             matches!(
                 &err,
@@ -4237,10 +4260,10 @@ mod tests {
         );
         // Overly large expressions are rejected up front.
         let long = format!("true{}", " || true".repeat(30_000));
-        let err = CelProgram::compile(&long).unwrap_err();
+        let err = CelProgram::compile_unchecked(&long).unwrap_err();
         assert!(err.to_string().contains("the limit is 100000"), "{err}");
         // Optional syntax is enabled.
-        assert!(CelProgram::compile("self.?a.orValue(1)").is_ok());
+        assert!(CelProgram::compile_unchecked("self.?a.orValue(1)").is_ok());
     }
 
     #[test]
@@ -4248,8 +4271,8 @@ mod tests {
         // Long operator chains build a left-nested tree: bounded by depth.
         let ok = format!("1{}", " + 1".repeat(MAX_AST_DEPTH - 1));
         assert_eq!(eval0(&ok), json!(MAX_AST_DEPTH));
-        let err =
-            CelProgram::compile(&format!("1{}", " + 1".repeat(MAX_AST_DEPTH + 1))).unwrap_err();
+        let err = CelProgram::compile_unchecked(&format!("1{}", " + 1".repeat(MAX_AST_DEPTH + 1)))
+            .unwrap_err();
         assert!(err.to_string().contains("nested too deeply"), "{err}");
         // Logical chains are balanced by the parser and may be long.
         let ors = format!("false{}", " || false".repeat(2000));
@@ -4259,12 +4282,12 @@ mod tests {
         let nested = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
         assert_eq!(eval0(&nested), json!(1));
         let lists = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
-        assert!(CelProgram::compile(&lists).is_ok());
+        assert!(CelProgram::compile_unchecked(&lists).is_ok());
         for deep in [
             format!("{}1{}", "(".repeat(500), ")".repeat(500)),
             format!("{}1{}", "[".repeat(500), "]".repeat(500)),
         ] {
-            let err = CelProgram::compile(&deep).unwrap_err();
+            let err = CelProgram::compile_unchecked(&deep).unwrap_err();
             assert!(err.to_string().contains("ecursion limit"), "{err}");
         }
         // Nested macros: each level adds two tree levels.
@@ -4294,18 +4317,18 @@ mod tests {
     #[test]
     fn cost_estimates_grow_with_comprehension_nesting() {
         // Not iterating: one unit per node, whatever the input.
-        let flat = CelProgram::compile("self.a + 1 > 2").unwrap();
+        let flat = CelProgram::compile_unchecked("self.a + 1 > 2").unwrap();
         assert_eq!((flat.cost(0), flat.cost(1_000_000)), (6, 6));
-        let linear = CelProgram::compile("self.all(x, x > 1)").unwrap();
+        let linear = CelProgram::compile_unchecked("self.all(x, x > 1)").unwrap();
         // 5 nodes outside the loop (the comprehension, `self`, its accumulator
         // start and result, and the call that raises a pending error), 7 per
         // item.
         assert_eq!((linear.cost(1), linear.cost(10)), (12, 75));
         // A literal list counts its own items, not the input's.
-        let literal = CelProgram::compile("[1, 2].all(x, self.all(y, x != y))").unwrap();
+        let literal = CelProgram::compile_unchecked("[1, 2].all(x, self.all(y, x != y))").unwrap();
         // Linear, not quadratic: 2 outer items, each over the input.
         assert_eq!((literal.cost(10), literal.cost(100)), (165, 1_425));
-        let quadratic = CelProgram::compile(
+        let quadratic = CelProgram::compile_unchecked(
             "object.spec.containers.all(a, object.spec.containers.all(b, a.name != b.name || a == b))",
         )
         .unwrap();
@@ -4321,7 +4344,7 @@ mod tests {
     /// expression iterates, not of the largest list anywhere in the input.
     #[test]
     fn the_runtime_estimate_follows_the_lists_the_expression_iterates() {
-        let p = CelProgram::compile(
+        let p = CelProgram::compile_unchecked(
             "object.spec.items.all(a, object.spec.items.all(b, a.name != b.name || a == b))",
         )
         .unwrap();
@@ -4364,7 +4387,13 @@ mod tests {
     #[test]
     fn what_a_comprehension_iterates_is_found_through_variables_and_chains() {
         use crate::path::Segment::{Key, Wildcard};
-        let items = |expr: &str| CelProgram::compile(expr).unwrap().inner.items.clone();
+        let items = |expr: &str| {
+            CelProgram::compile_unchecked(expr)
+                .unwrap()
+                .inner
+                .items
+                .clone()
+        };
         let at = |root: &str, path: &[crate::path::Segment]| Items::At(root.into(), path.to_vec());
         let k = |s: &str| Key(s.into());
         assert_eq!(
@@ -4431,7 +4460,7 @@ mod tests {
     fn every_function_compile_accepts_is_one_the_interpreter_has() {
         for name in FUNCTION_NAMES {
             let expr = format!("{name}()");
-            let program = CelProgram::compile(&expr).unwrap_or_else(|e| panic!("{e}"));
+            let program = CelProgram::compile_unchecked(&expr).unwrap_or_else(|e| panic!("{e}"));
             let got = interpreter_only(|| program.eval(&[]));
             if let Err(CelError::Eval {
                 reason: EvalFailure::Interpreter(ExecutionError::UndeclaredReference(r)),
@@ -4444,7 +4473,8 @@ mod tests {
             // checker refuses it.
             let receiver = format!("dyn('x').{name}()");
             if !name.contains('.') {
-                let program = CelProgram::compile(&receiver).unwrap_or_else(|e| panic!("{e}"));
+                let program =
+                    CelProgram::compile_unchecked(&receiver).unwrap_or_else(|e| panic!("{e}"));
                 let got = interpreter_only(|| program.eval(&[]));
                 assert!(
                     !matches!(
@@ -4500,7 +4530,7 @@ mod tests {
         assert_eq!(missing, ["sortBy", "optMap", "optFlatMap"]);
         for name in missing {
             let expr = format!("object.spec.x.{name}(1) == 1");
-            let err = CelProgram::compile(&expr).unwrap_err();
+            let err = CelProgram::compile_unchecked(&expr).unwrap_err();
             assert!(
                 matches!(
                     &err,
@@ -4510,7 +4540,8 @@ mod tests {
                 "{err:?}"
             );
         }
-        let err = CelProgram::compile("object.x == 1 && typeOf(object.y) == int").unwrap_err();
+        let err =
+            CelProgram::compile_unchecked("object.x == 1 && typeOf(object.y) == int").unwrap_err();
         assert_eq!(
             err.to_string(),
             "failed to compile CEL expression `object.x == 1 && typeOf(object.y) == int`: \
@@ -4519,12 +4550,12 @@ mod tests {
              | .................^"
         );
         // The name inside a string literal is not the call.
-        let err = CelProgram::compile("'typeOf(' + string(typeOf('x'))").unwrap_err();
+        let err = CelProgram::compile_unchecked("'typeOf(' + string(typeOf('x'))").unwrap_err();
         assert!(err.to_string().contains("<input>:1:20:"), "{err}");
         // Macros called with the wrong arguments are calls of no function.
-        let err = CelProgram::compile("object.items.all(x)").unwrap_err();
+        let err = CelProgram::compile_unchecked("object.items.all(x)").unwrap_err();
         assert!(err.to_string().contains("`all` is a macro"), "{err}");
-        let err = CelProgram::compile("math.greatst(1, 2)").unwrap_err();
+        let err = CelProgram::compile_unchecked("math.greatst(1, 2)").unwrap_err();
         assert!(
             err.to_string().contains("did you mean `math.greatest`?"),
             "{err}"
@@ -4533,7 +4564,8 @@ mod tests {
 
     #[test]
     fn an_evaluation_over_its_budget_is_not_run() {
-        let p = CelProgram::compile("self.all(a, self.all(b, a != b || a == b))").unwrap();
+        let p =
+            CelProgram::compile_unchecked("self.all(a, self.all(b, a != b || a == b))").unwrap();
         let list = Json::Array((0..50).map(Json::from).collect());
         let over = crate::budget::Budget {
             deadline: None,
@@ -4593,7 +4625,7 @@ mod tests {
 
     #[test]
     fn eval_bool_requires_bool() {
-        let p = CelProgram::compile("self.n > 1").unwrap();
+        let p = CelProgram::compile_unchecked("self.n > 1").unwrap();
         assert!(p.eval_bool(&[("self", &json!({"n": 2}))]).unwrap());
         assert!(!p.eval_bool(&[("self", &json!({"n": 0}))]).unwrap());
 
@@ -4607,7 +4639,7 @@ mod tests {
             ("1u", "uint"),
         ];
         for (expr, type_name) in cases {
-            let err = CelProgram::compile(expr)
+            let err = CelProgram::compile_unchecked(expr)
                 .unwrap()
                 .eval_bool(&[])
                 .unwrap_err();
@@ -4620,7 +4652,7 @@ mod tests {
             );
         }
         // Evaluation errors pass through unchanged.
-        let err = CelProgram::compile("nope")
+        let err = CelProgram::compile_unchecked("nope")
             .unwrap()
             .eval_bool(&[])
             .unwrap_err();
@@ -4636,13 +4668,13 @@ mod tests {
         assert_eq!(eval("has(self.nested.y)", &vars), json!(true));
         assert_eq!(eval("has(self.nested.q)", &vars), json!(false));
         assert_eq!(eval("!has(self.z) || self.z > 0", &vars), json!(true));
-        assert!(CelProgram::compile("has(self)").is_err());
+        assert!(CelProgram::compile_unchecked("has(self)").is_err());
     }
 
     #[test]
     fn matches_uses_the_cache() {
         let pattern = "^[a-z]+-cache-test-[0-9]+$";
-        let p = CelProgram::compile(&format!("self.matches('{pattern}')")).unwrap();
+        let p = CelProgram::compile_unchecked(&format!("self.matches('{pattern}')")).unwrap();
         assert!(
             p.eval_bool(&[("self", &json!("abc-cache-test-42"))])
                 .unwrap()
@@ -4761,7 +4793,8 @@ mod tests {
             "pattern": pattern,
             "names": (0..2_000).map(|i| format!("n{i}")).collect::<Vec<_>>(),
         });
-        let p = CelProgram::compile("self.names.all(n, !n.matches(self.pattern))").unwrap();
+        let p =
+            CelProgram::compile_unchecked("self.names.all(n, !n.matches(self.pattern))").unwrap();
         for interpreter in [false, true] {
             let budget = crate::budget::Budget {
                 deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(300)),
@@ -4924,7 +4957,7 @@ mod tests {
             "nope + 1",
             "variables.names.map(variables, variables)",
         ] {
-            let program = CelProgram::compile(expr).unwrap();
+            let program = CelProgram::compile_unchecked(expr).unwrap();
             let want = program.eval(&[
                 ("object", &object),
                 ("request", &request),
@@ -4940,7 +4973,7 @@ mod tests {
             );
             assert_eq!(got, want, "{expr}");
         }
-        let program = CelProgram::compile("variables.n").unwrap();
+        let program = CelProgram::compile_unchecked("variables.n").unwrap();
         assert!(!program.reads("self") && program.reads_only(&["variables"]));
     }
 
@@ -4975,7 +5008,7 @@ mod tests {
         ];
         let programs: Vec<CelProgram> = definitions
             .iter()
-            .map(|(_, expr)| CelProgram::compile(expr).unwrap())
+            .map(|(_, expr)| CelProgram::compile_unchecked(expr).unwrap())
             .collect();
         let mut kept = CelValue::empty_map();
         let mut reference = CelValue::empty_map();
@@ -4998,7 +5031,7 @@ mod tests {
         }
         assert_eq!(kept.largest(), reference.largest());
         for expr in readers {
-            let program = CelProgram::compile(expr).unwrap();
+            let program = CelProgram::compile_unchecked(expr).unwrap();
             let got = program.eval_shared(&shared, &[("variables", CelArg::Value(&kept))]);
             let want = interpreter_only(|| {
                 program.eval_shared(&shared, &[("variables", CelArg::Value(&reference))])
@@ -5077,7 +5110,7 @@ mod tests {
         let shared = CelBindings::new(&[("object", &object)]);
         let empty = CelValue::empty_map();
         let run = |expr: &str| {
-            let program = CelProgram::compile(expr).unwrap();
+            let program = CelProgram::compile_unchecked(expr).unwrap();
             let before = native_tally().native;
             let got = program
                 .eval_shared_value(&shared, &[("variables", CelArg::Value(&empty))])
@@ -5103,7 +5136,7 @@ mod tests {
         }
         let ok = json!(1);
         let shared = CelBindings::new(&[("a", &ok), ("object", &deep)]);
-        let program = CelProgram::compile("a").unwrap();
+        let program = CelProgram::compile_unchecked("a").unwrap();
         let want = program.eval(&[("a", &ok), ("object", &deep)]).unwrap_err();
         assert_eq!(program.eval_shared(&shared, &[]).unwrap_err(), want);
     }
@@ -5211,7 +5244,7 @@ mod tests {
         ];
         for expr in exprs {
             // Compile or evaluation errors are fine; panics are not.
-            if let Ok(p) = CelProgram::compile(expr) {
+            if let Ok(p) = CelProgram::compile_unchecked(expr) {
                 let _ = p.eval(&[("self", &v)]);
                 let _ = p.eval_bool(&[("self", &v)]);
             }
@@ -5229,7 +5262,7 @@ mod selection_tests {
     fn selections(expr: &str) -> Vec<String> {
         let root = Path::root();
         let element = Path::parse("spec.containers[*]").unwrap();
-        CelProgram::compile(expr)
+        CelProgram::compile_unchecked(expr)
             .unwrap()
             .selections(&[("object", &root), ("element", &element)])
             .iter()

@@ -196,10 +196,16 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
         ("object.spec.?nodeName.orValue('none')", json!("none")),
         ("object.spec.?containers[?5].hasValue()", json!(false)),
         ("object.spec.containers[1].name", json!("d")),
-        ("[1, 1.0, 2u].map(x, x == 1)", json!([true, true, false])),
-        ("1 in [1.0] && 2u in [2] && !(3 in [1, 2])", json!(true)),
         (
-            "{'b': 1, 'a': [object.metadata.name]}",
+            "[dyn(1), dyn(1.0), dyn(2u)].map(x, x == 1)",
+            json!([true, true, false]),
+        ),
+        (
+            "dyn(1) in [1.0] && dyn(2u) in [2] && !(3 in [1, 2])",
+            json!(true),
+        ),
+        (
+            "{'b': dyn(1), 'a': dyn([object.metadata.name])}",
             json!({"a": ["p"], "b": 1}),
         ),
         (
@@ -210,7 +216,7 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
         ("[3, 1, 2].sort()", json!([1, 2, 3])),
         ("object.spec.securityContext.map(k, k)", json!(["sysctls"])),
         (
-            "[?object.spec.?nodeName, ?object.spec.?hostNetwork, 1]",
+            "[?object.spec.?nodeName, ?object.spec.?hostNetwork, dyn(1)]",
             json!([true, 1]),
         ),
         // Optional chains as list elements, present and absent at each depth.
@@ -238,7 +244,7 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
             json!(true),
         ),
         (
-            "[[1], [2, 3]] == [[1], [2.0, 3u]] && {'a': 1} == {'a': 1.0}",
+            "dyn([[1], [2, 3]]) == [dyn([1]), dyn([dyn(2.0), dyn(3u)])] && dyn({'a': 1}) == {'a': 1.0}",
             json!(true),
         ),
         // Optional chains followed in one go.
@@ -274,7 +280,7 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
               object.spec.containers == object.spec.containers, object.spec.containers[0] == object.spec.containers[1], \
               object.spec.containers[1] == {'name': 'd', 'image': 'busybox'}, \
               object.spec.containers[1] in object.spec.initContainers, \
-              object.spec.nodeSelector == {'zone': 'a', 'n': [1u, 2]}, object.spec.nodeSelector == {'zone': 'a'}, object.spec.tolerations[0] == object.spec.tolerations[2]]",
+              object.spec.nodeSelector == {'zone': dyn('a'), 'n': dyn([dyn(1u), dyn(2)])}, object.spec.nodeSelector == {'zone': 'a'}, object.spec.tolerations[0] == object.spec.tolerations[2]]",
             json!([true, true, true, false, true, false, true, false, false]),
         ),
         // Two-variable comprehensions (expanded over `@katalog_entries`).
@@ -306,16 +312,16 @@ fn the_evaluator_answers_the_kubernetes_idioms() {
         "object.spec.nodeName",
         "1 / 0",
         "9223372036854775807 + 1",
-        "'abc'.x",
+        "dyn('abc').x",
         "object.spec.containers[7]",
         "object.spec.?nodeName.value()",
         "undeclared + 1",
         "1 < 1.5",
-        "[1, 'a'].sort()",
+        "[dyn(1), dyn('a')].sort()",
         "object.spec.containers.map(c, c.nope)",
         "object.spec.?containers.?x.orValue(1)",
         "object.spec.?containers[?'a'].hasValue()",
-        "{'a': object.spec.?nodeName}.?a.?b.orValue(1)",
+        "{'a': dyn(object.spec.?nodeName)}.?a.?b.orValue(1)",
         "object.spec.?hostNetwork.?x.orValue(1)",
     ];
     for expr in given_back {
