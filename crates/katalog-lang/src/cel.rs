@@ -70,6 +70,12 @@
 //! so object keys of a result come back sorted lexicographically rather than
 //! in their input order.
 
+/// The call a protobuf message construction becomes (`cel/wkt.rs`):
+/// `@katalog_message(type, field, value, field, value, ...)`, an optional
+/// field (`?value: x`) named with a leading `?`. Here, not in `wkt`, because
+/// `time` names it too and `wkt` uses `time`'s range checks.
+const MESSAGE_FUNCTION: &str = "@katalog_message";
+
 mod ast;
 pub mod cost;
 mod format;

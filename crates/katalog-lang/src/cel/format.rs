@@ -264,6 +264,10 @@ fn format_string(value: &Value) -> Result<String, String> {
         Value::Timestamp(_) | Value::Duration(_) => {
             go_time_string(value).ok_or_else(|| "could not convert argument to string".into())
         }
+        // A type value is its name, as cel-go's `%s` writes a type.
+        _ if super::type_values::name_of(value).is_some() => Ok(super::type_values::name_of(value)
+            .unwrap_or_default()
+            .to_owned()),
         _ => Err(format!(
             "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, \
              types, durations, and timestamps, was given {}",
@@ -285,6 +289,7 @@ fn format_element(value: &Value) -> Result<String, String> {
         Value::Timestamp(_) => Ok(format!("timestamp({})", go_quote(&format_string(value)?))),
         Value::Duration(_) => Ok(format!("duration({})", go_quote(&format_string(value)?))),
         Value::Int(_) | Value::UInt(_) | Value::Bool(_) | Value::Null => format_string(value),
+        _ if super::type_values::name_of(value).is_some() => format_string(value),
         Value::List(items) => format_list(items),
         Value::Map(map) => format_map(map),
         _ => Err(format!(

@@ -30,7 +30,7 @@ use super::ast::{children, children_mut};
 pub(super) const IN_RANGE: &str = "@katalog_in_range";
 
 /// The calls that make a duration or a timestamp.
-const MAKERS: &[&str] = &["duration", "timestamp", super::wkt::MESSAGE_FUNCTION];
+const MAKERS: &[&str] = &["duration", "timestamp", super::MESSAGE_FUNCTION];
 
 /// Unix seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
 const SECONDS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;

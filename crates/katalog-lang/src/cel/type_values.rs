@@ -63,6 +63,15 @@ pub(super) fn named(name: &str) -> Value {
     Value::Opaque(Arc::new(CelType(name.to_owned())))
 }
 
+/// The name of a type value (`int`, `net.IP`), or `None` for any other
+/// value.
+pub(super) fn name_of(value: &Value) -> Option<&str> {
+    match value {
+        Value::Opaque(o) => o.downcast_ref::<CelType>().map(|t| t.0.as_str()),
+        _ => None,
+    }
+}
+
 /// `type(x)`: the type of `x`.
 pub(super) fn type_of(ftx: &FunctionContext, x: Value) -> Result<Value, ExecutionError> {
     let name = match &x {

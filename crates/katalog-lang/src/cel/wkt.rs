@@ -18,10 +18,7 @@ use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue, Struct
 use kube_cel::cel::objects::{Key, Map, OptionalValue};
 use kube_cel::cel::{ExecutionError, FunctionContext, IdedExpr, Value};
 
-/// The call a message construction becomes: `@katalog_message(type, field,
-/// value, field, value, ...)`, an optional field (`?value: x`) named with
-/// a leading `?`.
-pub(super) const MESSAGE_FUNCTION: &str = "@katalog_message";
+pub(super) use super::MESSAGE_FUNCTION;
 
 /// The messages, each with its fields.
 const MESSAGES: &[(&str, &[&str])] = &[
