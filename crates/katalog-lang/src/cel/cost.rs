@@ -28,10 +28,11 @@
 
 use std::collections::HashMap;
 
+use super::ast::{Ids, max_id};
+
 use kube_cel::cel::IdedExpr;
 use kube_cel::cel::common::ast::{
-    CallExpr, ComprehensionExpr, EntryExpr, Expr, ListExpr, LiteralValue, MapEntryExpr, MapExpr,
-    operators,
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, MapEntryExpr, MapExpr, operators,
 };
 
 /// The apiserver's limit on a CRD validation rule's estimated cost
@@ -437,35 +438,6 @@ const OVERLOADS: &[(&str, &str, bool, &str)] = &[
     ("cel.@mapInsert", "cel_@mapInsert_map_map", false, "map(A, B), map(A, B) -> map(A, B)"),
 ];
 
-const FORMAT_FUNCTIONS: &[&str] = &[
-    "format.dns1123Label",
-    "format.dns1123Subdomain",
-    "format.dns1035Label",
-    "format.qualifiedName",
-    "format.dns1123LabelPrefix",
-    "format.dns1123SubdomainPrefix",
-    "format.dns1035LabelPrefix",
-    "format.labelValue",
-    "format.uri",
-    "format.uuid",
-    "format.byte",
-    "format.date",
-    "format.datetime",
-];
-
-const TIME_GETTERS: &[&str] = &[
-    "getFullYear",
-    "getMonth",
-    "getDayOfYear",
-    "getDayOfMonth",
-    "getDate",
-    "getDayOfWeek",
-    "getHours",
-    "getMinutes",
-    "getSeconds",
-    "getMilliseconds",
-];
-
 /// The overload id prefix of a comparison operator.
 fn comparison(name: &str) -> Option<&'static str> {
     Some(match name {
@@ -607,7 +579,11 @@ fn resolve(name: &str, member: bool, args: &[T]) -> Option<Resolved> {
             consider(id, sig);
         }
     }
-    if name.starts_with("format.") && FORMAT_FUNCTIONS.contains(&name) && !member {
+    if name
+        .strip_prefix("format.")
+        .is_some_and(|n| super::named_format::NAMES.contains(&n))
+        && !member
+    {
         known = true;
         consider("format_constant", " -> Format");
     }
@@ -638,7 +614,7 @@ fn resolve(name: &str, member: bool, args: &[T]) -> Option<Resolved> {
             consider(leak(format!("{op}_{a}_{b}")), &sig);
         }
     }
-    if TIME_GETTERS.contains(&name) && member {
+    if super::TIMESTAMP_ACCESSORS.contains(&name) && member {
         known = true;
         consider("timestamp_getter", "timestamp -> int");
         consider("timestamp_getter_tz", "timestamp, string -> int");
@@ -705,48 +681,6 @@ pub fn estimate(parsed: &IdedExpr) -> Result<Estimate, Unsupported> {
     match c.unsupported {
         Some(u) => Err(u),
         None => Ok(cost),
-    }
-}
-
-fn max_id(e: &IdedExpr) -> u64 {
-    super::ast::children(e)
-        .into_iter()
-        .map(max_id)
-        .fold(e.id, u64::max)
-}
-
-struct Ids<'n> {
-    next: &'n mut u64,
-}
-
-impl Ids<'_> {
-    fn node(&mut self, expr: Expr) -> IdedExpr {
-        let id = *self.next;
-        *self.next += 1;
-        IdedExpr { id, expr }
-    }
-
-    fn ident(&mut self, name: &str) -> IdedExpr {
-        self.node(Expr::Ident(name.to_owned()))
-    }
-
-    fn call(&mut self, name: &str, target: Option<IdedExpr>, args: Vec<IdedExpr>) -> IdedExpr {
-        self.node(Expr::Call(CallExpr {
-            func_name: name.to_owned(),
-            target: target.map(Box::new),
-            args,
-        }))
-    }
-
-    fn literal(&mut self, v: LiteralValue) -> IdedExpr {
-        self.node(Expr::Literal(v))
-    }
-
-    fn list(&mut self, elements: Vec<IdedExpr>) -> IdedExpr {
-        self.node(Expr::List(ListExpr {
-            elements,
-            optional_indices: Vec::new(),
-        }))
     }
 }
 

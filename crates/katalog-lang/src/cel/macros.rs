@@ -40,6 +40,7 @@
 use kube_cel::cel::IdedExpr;
 
 use super::ast::children_mut as children;
+use super::ast::{Ids, max_id, renumber};
 use kube_cel::cel::common::ast::{
     CallExpr, ComprehensionExpr, Expr, ListExpr, LiteralValue, MapExpr, operators,
 };
@@ -373,42 +374,6 @@ fn sort_by_keys(target: IdedExpr, var: String, key: IdedExpr, next: &mut u64) ->
     }))
 }
 
-/// Makes nodes with fresh ids.
-struct Ids<'n> {
-    next: &'n mut u64,
-}
-
-impl Ids<'_> {
-    fn node(&mut self, expr: Expr) -> IdedExpr {
-        let id = *self.next;
-        *self.next = self.next.saturating_add(1);
-        IdedExpr { id, expr }
-    }
-
-    fn ident(&mut self, name: &str) -> IdedExpr {
-        self.node(Expr::Ident(name.to_owned()))
-    }
-
-    fn literal(&mut self, value: LiteralValue) -> IdedExpr {
-        self.node(Expr::Literal(value))
-    }
-
-    fn call(&mut self, name: &str, target: Option<IdedExpr>, args: Vec<IdedExpr>) -> IdedExpr {
-        self.node(Expr::Call(CallExpr {
-            func_name: name.to_owned(),
-            target: target.map(Box::new),
-            args,
-        }))
-    }
-
-    /// `element[k]`.
-    fn index(&mut self, element: &str, k: i64) -> IdedExpr {
-        let container = self.ident(element);
-        let key = self.literal(LiteralValue::Int(k.into()));
-        self.call(operators::INDEX, None, vec![container, key])
-    }
-}
-
 /// The name of an identifier argument.
 fn ident_name(arg: Option<IdedExpr>) -> Option<String> {
     match arg?.expr {
@@ -446,23 +411,5 @@ fn substitute(expr: &mut IdedExpr, names: &[(&str, i64)], element: &str, ids: &m
     }
     for child in children(expr) {
         substitute(child, names, element, ids);
-    }
-}
-
-/// The largest node id in `expr`.
-fn max_id(expr: &mut IdedExpr) -> u64 {
-    let mut max = expr.id;
-    for child in children(expr) {
-        max = max.max(max_id(child));
-    }
-    max
-}
-
-/// Gives every node of `expr` a fresh id.
-fn renumber(expr: &mut IdedExpr, next: &mut u64) {
-    expr.id = *next;
-    *next = next.saturating_add(1);
-    for child in children(expr) {
-        renumber(child, next);
     }
 }

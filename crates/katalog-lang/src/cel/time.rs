@@ -23,7 +23,7 @@
 use kube_cel::cel::common::ast::{CallExpr, Expr, operators};
 use kube_cel::cel::{ExecutionError, FunctionContext, IdedExpr, Value};
 
-use super::ast::{children, children_mut};
+use super::ast::{children, children_mut, max_id};
 
 /// The call [`wrap_arithmetic`] puts around `a + b` and `a - b`
 /// ([`in_range`]).
@@ -178,13 +178,6 @@ fn makes_time(expr: &IdedExpr) -> bool {
         return true;
     }
     children(expr).into_iter().any(makes_time)
-}
-
-fn max_id(expr: &IdedExpr) -> u64 {
-    children(expr)
-        .into_iter()
-        .map(max_id)
-        .fold(expr.id, u64::max)
 }
 
 fn wrap(expr: &mut IdedExpr, next: &mut u64) {
