@@ -728,16 +728,23 @@ fn cases(seed: u64, n: usize) -> Vec<Case> {
         .collect()
 }
 
+/// The generated set: `CEL_ORACLE_SEED` (30) and `CEL_ORACLE_CASES`
+/// (10,000).
+fn seed_and_count() -> (u64, usize) {
+    let var = |name: &str, default: u64| {
+        std::env::var(name).ok().map_or(default, |s| {
+            s.parse().unwrap_or_else(|_| panic!("{name} is a number"))
+        })
+    };
+    (
+        var("CEL_ORACLE_SEED", 30),
+        var("CEL_ORACLE_CASES", 10_000) as usize,
+    )
+}
+
 #[test]
 fn generated_expressions_get_cel_gos_answers() {
-    let n = std::env::var("CEL_ORACLE_CASES")
-        .ok()
-        .map(|s| s.parse().expect("CEL_ORACLE_CASES is a number"))
-        .unwrap_or(10_000);
-    let seed = std::env::var("CEL_ORACLE_SEED")
-        .ok()
-        .map(|s| s.parse().expect("CEL_ORACLE_SEED is a number"))
-        .unwrap_or(30);
+    let (seed, n) = seed_and_count();
     let mut cases = cases(seed, n);
     if let Ok(exprs) = std::env::var("CEL_ORACLE_EXPRS") {
         // Only these expressions (one a line), over the first object.
@@ -772,14 +779,7 @@ fn generated_expressions_get_cel_gos_answers() {
 /// estimator (`tests/oracle/cost.rs`, `testdata/cel/cost-differences.yaml`).
 #[test]
 fn generated_expressions_get_cel_gos_cost_estimates() {
-    let n = std::env::var("CEL_ORACLE_CASES")
-        .ok()
-        .map(|s| s.parse().expect("CEL_ORACLE_CASES is a number"))
-        .unwrap_or(10_000);
-    let seed = std::env::var("CEL_ORACLE_SEED")
-        .ok()
-        .map(|s| s.parse().expect("CEL_ORACLE_SEED is a number"))
-        .unwrap_or(30);
+    let (seed, n) = seed_and_count();
     let exprs: Vec<String> = cases(seed, n).into_iter().map(|c| c.expr).collect();
     let binary = build(&repo());
     let answers = oracle::cost::ask_costs(&binary, &exprs);

@@ -3,12 +3,10 @@
 //! minimum and maximum for every expression both compile, but for the known
 //! differences of `testdata/cel/cost-differences.yaml`.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use katalog_lang::cel::CelProgram;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// cel-go's answer for one expression: its estimate, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,37 +20,17 @@ pub enum Estimated {
 /// The oracle's `--cost` answers for `exprs`, in order (no bindings: the
 /// static estimate does not depend on them).
 pub fn ask_costs(binary: &str, exprs: &[String]) -> Vec<Estimated> {
-    let mut child = Command::new(binary)
-        .arg("--cost")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{binary}: {e}"));
-    let mut stdin = child.stdin.take().expect("stdin");
     let lines: Vec<String> = exprs
         .iter()
         .map(|e| json!({ "expr": e, "bindings": {} }).to_string())
         .collect();
-    let writer = std::thread::spawn(move || {
-        for line in lines {
-            writeln!(stdin, "{line}").expect("the oracle reads its input");
-        }
-    });
-    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut answers = Vec::with_capacity(exprs.len());
-    for line in stdout.lines() {
-        let line = line.expect("a line from the oracle");
-        let v: Value = serde_json::from_str(&line).expect("a JSON answer");
-        answers.push(match (v["min"].as_u64(), v["max"].as_u64()) {
+    super::exchange(binary, &["--cost"], lines)
+        .into_iter()
+        .map(|v| match (v["min"].as_u64(), v["max"].as_u64()) {
             (Some(min), Some(max)) => Estimated::Range(min, max),
             _ => Estimated::Refused(v["error"].as_str().unwrap_or_default().to_owned()),
-        });
-    }
-    writer.join().expect("the writer thread");
-    let status = child.wait().expect("the oracle exits");
-    assert!(status.success(), "the oracle failed: {status}");
-    assert_eq!(answers.len(), exprs.len(), "one answer per expression");
-    answers
+        })
+        .collect()
 }
 
 /// A known difference of the estimate: the expressions it covers and why.

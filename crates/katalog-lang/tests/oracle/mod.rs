@@ -77,9 +77,11 @@ pub fn build(repo: &Path) -> String {
         .to_owned()
 }
 
-/// The oracle's answers to `cases`, in order (one process for all); `args`
-/// are the oracle's (`--math-and-base64`).
-pub fn ask(binary: &str, args: &[&str], cases: &[Case]) -> Vec<Answer> {
+/// The oracle's answer to each of `lines` (JSON cases), in order, from one
+/// process run with `args`; a writer thread feeds it while its answers are
+/// read, so neither side waits on a full pipe.
+pub fn exchange(binary: &str, args: &[&str], lines: Vec<String>) -> Vec<Value> {
+    let expected = lines.len();
     let mut child = Command::new(binary)
         .args(args)
         .stdin(Stdio::piped())
@@ -87,6 +89,29 @@ pub fn ask(binary: &str, args: &[&str], cases: &[Case]) -> Vec<Answer> {
         .spawn()
         .unwrap_or_else(|e| panic!("{binary}: {e}"));
     let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        for line in lines {
+            writeln!(stdin, "{line}").expect("the oracle reads its input");
+        }
+    });
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|line| {
+            let line = line.expect("a line from the oracle");
+            serde_json::from_str(&line).expect("a JSON answer")
+        })
+        .collect();
+    writer.join().expect("the writer thread");
+    let status = child.wait().expect("the oracle exits");
+    assert!(status.success(), "the oracle failed: {status}");
+    assert_eq!(answers.len(), expected, "one answer per case");
+    answers
+}
+
+/// The oracle's answers to `cases`, in order (one process for all); `args`
+/// are the oracle's (`--math-and-base64`).
+pub fn ask(binary: &str, args: &[&str], cases: &[Case]) -> Vec<Answer> {
     let lines: Vec<String> = cases
         .iter()
         .map(|c| {
@@ -94,30 +119,17 @@ pub fn ask(binary: &str, args: &[&str], cases: &[Case]) -> Vec<Answer> {
             json!({ "expr": c.expr, "bindings": bindings }).to_string()
         })
         .collect();
-    let writer = std::thread::spawn(move || {
-        for line in lines {
-            writeln!(stdin, "{line}").expect("the oracle reads its input");
-        }
-    });
-    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut answers = Vec::with_capacity(cases.len());
-    for line in stdout.lines() {
-        let line = line.expect("a line from the oracle");
-        let v: Value = serde_json::from_str(&line).expect("a JSON answer");
-        answers.push(match v.get("error") {
+    exchange(binary, args, lines)
+        .into_iter()
+        .map(|v| match v.get("error") {
             Some(e) => Answer::Error(format!(
                 "{} ({})",
                 e.as_str().unwrap_or_default(),
                 v["stage"].as_str().unwrap_or_default()
             )),
             None => Answer::Value(v["value"].clone()),
-        });
-    }
-    writer.join().expect("the writer thread");
-    let status = child.wait().expect("the oracle exits");
-    assert!(status.success(), "the oracle failed: {status}");
-    assert_eq!(answers.len(), cases.len(), "one answer per case");
-    answers
+        })
+        .collect()
 }
 
 /// katalog's answers: with the evaluator over JSON first (as rules run),
