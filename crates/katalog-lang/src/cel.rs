@@ -1800,14 +1800,7 @@ fn unknown_function(expr: &IdedExpr) -> Option<String> {
             Some(Expr::Ident(ns)) => FUNCTION_NAMES.contains(&format!("{ns}.{name}").as_str()),
             _ => false,
         };
-        // cel-go's checker refuses `'abc'.reverse()`: no overload on a
-        // string (see `STRICT` for a string known at run time only).
-        let string_reverse = name == "reverse"
-            && matches!(
-                call.target.as_deref().map(|t| &t.expr),
-                Some(Expr::Literal(LiteralValue::String(_)))
-            );
-        if string_reverse || (!namespaced && !FUNCTION_NAMES.contains(&name)) {
+        if !namespaced && !FUNCTION_NAMES.contains(&name) {
             found = Some(match call.target.as_deref().map(|t| &t.expr) {
                 Some(Expr::Ident(ns)) if FUNCTION_NAMESPACES.contains(&ns.as_str()) => {
                     format!("{ns}.{name}")
@@ -1833,9 +1826,6 @@ fn unknown_function_hint(name: &str) -> String {
     match name {
         "sortBy" => "`sortBy` is a macro: `list.sortBy(e, key)` takes a variable and an \
                      expression"
-            .into(),
-        "reverse" => "Kubernetes' strings extension (version 2) has no `reverse()` on \
-                      strings; `reverse()` reverses a list"
             .into(),
         "optMap" | "optFlatMap" => {
             format!("`{name}` is a macro: `optional.{name}(x, expression)`")

@@ -530,7 +530,9 @@ fn overloads(name: &str) -> &'static [Overload] {
         "format" => &[(Some(S), &[List], R::S)],
         "find" => &[(Some(S), &[S], R::S)],
         "findAll" => &[(Some(S), &[S], R::ListOfS), (Some(S), &[S, I], R::ListOfS)],
-        "reverse" => &[(Some(S), &[], R::S), (Some(List), &[], R::Same)],
+        // Lists only: Kubernetes' strings extension is version 2, which has
+        // no `reverse()` on strings (cel-go refuses `'abc'.reverse()`).
+        "reverse" => &[(Some(List), &[], R::Same)],
         "isSorted" => &[(Some(List), &[], R::Bool)],
         "sum" => &[(Some(List), &[], R::Elem)],
         "sort" | "distinct" => &[(Some(List), &[], R::Same)],
