@@ -368,6 +368,54 @@ const OVERLOADS: &[(&str, &str, bool, &str)] = &[
     ("sort", "list_bool_sort", true, "list(bool) -> list(bool)"),
     ("sort", "list_timestamp_sort", true, "list(timestamp) -> list(timestamp)"),
     ("sort", "list_duration_sort", true, "list(duration) -> list(duration)"),
+    (
+        "@sortByAssociatedKeys",
+        "list_int_sortByAssociatedKeys",
+        true,
+        "list(A), list(int) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_uint_sortByAssociatedKeys",
+        true,
+        "list(A), list(uint) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_double_sortByAssociatedKeys",
+        true,
+        "list(A), list(double) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_string_sortByAssociatedKeys",
+        true,
+        "list(A), list(string) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_bytes_sortByAssociatedKeys",
+        true,
+        "list(A), list(bytes) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_bool_sortByAssociatedKeys",
+        true,
+        "list(A), list(bool) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_timestamp_sortByAssociatedKeys",
+        true,
+        "list(A), list(timestamp) -> list(A)",
+    ),
+    (
+        "@sortByAssociatedKeys",
+        "list_duration_sortByAssociatedKeys",
+        true,
+        "list(A), list(duration) -> list(A)",
+    ),
     // sets
     ("sets.contains", "list_sets_contains_list", false, "list(A), list(A) -> bool"),
     ("sets.equivalent", "list_sets_equivalent_list", false, "list(A), list(A) -> bool"),
@@ -745,6 +793,34 @@ fn expand_in_place(e: &mut IdedExpr, next: &mut u64) {
                 target: None,
                 args: vec![has, some, none],
             })
+        }
+        // cel-go's `sortByMacro`: the list bound once, its keys mapped
+        // (`parser.MakeMap`), the list sorted by them.
+        (Some(t), "sortBy", 2) => {
+            let Some(e) = ident(&call.args[0]) else {
+                return;
+            };
+            const INPUT: &str = "@__sortBy_input__";
+            let range = ids.ident(INPUT);
+            let init = ids.list(vec![]);
+            let cond = ids.literal(LiteralValue::Boolean(true.into()));
+            let accu = ids.ident(ACCU);
+            let item = ids.list(vec![call.args[1].clone()]);
+            let step = ids.call(operators::ADD, None, vec![accu, item]);
+            let result = ids.ident(ACCU);
+            let keys = ids.node(Expr::Comprehension(Box::new(ComprehensionExpr {
+                iter_range: range,
+                iter_var: e,
+                iter_var2: None,
+                accu_var: ACCU.to_owned(),
+                accu_init: init,
+                loop_cond: cond,
+                loop_step: step,
+                result,
+            })));
+            let input = ids.ident(INPUT);
+            let sorted = ids.call("@sortByAssociatedKeys", Some(input), vec![keys]);
+            bind(INPUT, (**t).clone(), sorted, &mut ids).expr
         }
         (Some(t), "bind", 3) if matches!(&t.expr, Expr::Ident(n) if n == "cel") => {
             let Some(v) = ident(&call.args[0]) else {
@@ -1492,6 +1568,19 @@ impl Coster {
                 let sz = self.size_or_unknown(target?);
                 allocating(2.0, sz.mul(sz))
             }
+            // cel-go's `estimateListSortBy`: the sort of the keys list
+            // (`sortBy`'s expansion) costs as `sort()` of it.
+            _ if id.starts_with("list_") && id.ends_with("_sortByAssociatedKeys") => {
+                let sz = self.size_or_unknown(args.first()?);
+                let factor = if id == "list_string_sortByAssociatedKeys"
+                    || id == "list_bytes_sortByAssociatedKeys"
+                {
+                    2.0 + STRING_TRAVERSAL
+                } else {
+                    2.0
+                };
+                allocating(factor, sz.mul(sz))
+            }
             _ if id.starts_with("list_") && id.ends_with("_sort") => {
                 let sz = self.size_or_unknown(target?);
                 let factor = if id == "list_string_sort" || id == "list_bytes_sort" {
@@ -1761,6 +1850,15 @@ mod tests {
             Estimate { min: 20, max: 26 }
         );
         assert_eq!(estimate_of("object.spec.replicas > 1"), Estimate::fixed(2));
+        // `sortBy`, expanded as cel-go's `sortByMacro` (the keys mapped,
+        // `@sortByAssociatedKeys` costed as `sort()` of them).
+        assert_eq!(
+            estimate_of("object.spec.list.sortBy(x, x.name)"),
+            Estimate {
+                min: 35,
+                max: u64::MAX
+            }
+        );
         assert_eq!(
             estimate_of("object.a + object.b"),
             Estimate {
