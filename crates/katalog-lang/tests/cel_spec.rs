@@ -469,45 +469,9 @@ struct Case {
 /// docs/cel.md): katalog gives the apiserver's answer.
 const APISERVER_DIFFERS: &[(&str, &str)] = &[
     (
-        "comparisons/eq_literal/eq_map_mixed_type_numbers",
-        MIXED_LITERAL,
-    ),
-    ("dynamic/list/literal", MIXED_LITERAL),
-    ("dynamic/value_list/literal", MIXED_LITERAL),
-    ("dynamic/value_struct/literal", MIXED_LITERAL),
-    (
-        "fields/map_fields/map_key_mixed_numbers_double_key",
-        MIXED_LITERAL,
-    ),
-    (
-        "fields/map_fields/map_key_mixed_numbers_int_key",
-        MIXED_LITERAL,
-    ),
-    (
-        "fields/map_fields/map_key_mixed_numbers_uint_key",
-        MIXED_LITERAL,
-    ),
-    (
-        "optionals/optionals/map_key_mixed_numbers_double_key_optindex_value",
-        MIXED_LITERAL,
-    ),
-    (
-        "optionals/optionals/map_key_mixed_numbers_int_key_optindex_value",
-        MIXED_LITERAL,
-    ),
-    (
-        "optionals/optionals/map_key_mixed_numbers_uint_key_optindex_value",
-        MIXED_LITERAL,
-    ),
-    (
         "fields/qualified_identifier_resolution/map_value_repeat_key",
         "a repeated map key: the kube-apiserver's CEL (cel-go v0.26) keeps the last value \
          (`{true:1,false:2,true:3}[true]` is 3) where cel-spec expects an error",
-    ),
-    (
-        "basic/functions/unbound_is_runtime_error",
-        "`f_unknown(17) || true`: the kube-apiserver's CEL refuses an undeclared function at \
-         compile time, where cel-spec (unchecked) expects the error absorbed",
     ),
     ("string_ext/value_errors/indexof_out_of_range", STRINGS_V2),
     (
@@ -515,10 +479,6 @@ const APISERVER_DIFFERS: &[(&str, &str)] = &[
         STRINGS_V2,
     ),
 ];
-
-const MIXED_LITERAL: &str = "a list or map literal of mixed types: the kube-apiserver's CEL \
-     refuses it at compile time (homogeneous aggregate literals: \"expected type 'uint' but \
-     found 'int'\")";
 
 const STRINGS_V2: &str = "an index past the end: the kube-apiserver's strings extension \
      (version 2) answers -1 where cel-spec's later version fails";
