@@ -83,6 +83,7 @@ mod library;
 mod macros;
 mod named_format;
 mod native;
+mod position;
 mod quantity;
 mod time;
 mod type_values;
@@ -1701,7 +1702,7 @@ type Parsed = (IdedExpr, Result<cost::Estimate, cost::Unsupported>);
 fn parse_and_check(expr: &str, typed: bool) -> Result<Parsed, CompileFailure> {
     let lexed = unary::lex(expr);
     if let Some(at) = lexed.backtick {
-        let (at, snippet) = types::caret_at(expr, at);
+        let (at, snippet) = position::caret_at(expr, at);
         return Err(CompileFailure::QuotedIdentifier { at, snippet });
     }
     let mut ast = Parser::new()
@@ -1712,7 +1713,7 @@ fn parse_and_check(expr: &str, typed: bool) -> Result<Parsed, CompileFailure> {
     let estimate = cost::estimate(&ast);
     type_values::rewrite_qualified(&mut ast);
     macros::expand(&mut ast).map_err(|e| {
-        let (at, snippet) = caret_at_call(expr, &e.name);
+        let (at, snippet) = position::caret_at_call(expr, &e.name);
         CompileFailure::Syntax(format!("ERROR: {at}: {}: {}\n{snippet}", e.name, e.reason))
     })?;
     // On rejection the (possibly very deep) tree is dropped here, still on
@@ -1720,7 +1721,7 @@ fn parse_and_check(expr: &str, typed: bool) -> Result<Parsed, CompileFailure> {
     prepare(&mut ast, 0)?;
     time::wrap_arithmetic(&mut ast);
     if let Some(name) = unknown_function(&ast) {
-        let (at, snippet) = caret_at_call(expr, &name);
+        let (at, snippet) = position::caret_at_call(expr, &name);
         return Err(CompileFailure::UnknownFunction {
             hint: unknown_function_hint(&name),
             at,
@@ -1729,7 +1730,7 @@ fn parse_and_check(expr: &str, typed: bool) -> Result<Parsed, CompileFailure> {
         });
     }
     if let Some(error) = format::check_literal_calls(&ast) {
-        let (at, snippet) = caret_at_call(expr, "format");
+        let (at, snippet) = position::caret_at_call(expr, "format");
         return Err(CompileFailure::Syntax(format!(
             "ERROR: {at}: {error}\n{snippet}"
         )));
@@ -1846,41 +1847,6 @@ fn unknown_function_hint(name: &str) -> String {
                 .into(),
         },
     }
-}
-
-/// Where `name(` is called in `source` (the last segment of a namespaced
-/// name), outside string literals, as the parser shows a position:
-/// `<input>:LINE:COL`, and the line with a caret under the name.
-fn caret_at_call(source: &str, name: &str) -> (String, String) {
-    let short = name.rsplit('.').next().unwrap_or(name);
-    let bytes = source.as_bytes();
-    let mut quote: Option<u8> = None;
-    let mut at = None;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        match quote {
-            Some(_) if b == b'\\' => i += 1,
-            Some(q) if b == q => quote = None,
-            Some(_) => {}
-            None if b == b'"' || b == b'\'' => quote = Some(b),
-            None => {
-                let word_start =
-                    i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
-                if word_start && source[i..].starts_with(short) {
-                    let rest = source[i + short.len()..].trim_start();
-                    let word_end = !source[i + short.len()..]
-                        .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
-                    if word_end && rest.starts_with('(') {
-                        at = Some(i);
-                        break;
-                    }
-                }
-            }
-        }
-        i += 1;
-    }
-    types::caret_at(source, at.unwrap_or(0))
 }
 
 /// Namespaces of the functions registered as `NAMESPACE.name`.

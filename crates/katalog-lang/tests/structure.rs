@@ -245,10 +245,10 @@ fn no_production_file_grows_past_a_thousand_lines() {
     const OVER: &[(&str, usize)] = &[
         ("katalog-lang/src/admission/compile.rs", 1988),
         ("katalog-lang/src/admission/eval.rs", 2530),
-        ("katalog-lang/src/cel.rs", 3669),
-        ("katalog-lang/src/cel/cost.rs", 1732),
+        ("katalog-lang/src/cel.rs", 3625),
+        ("katalog-lang/src/cel/cost.rs", 1076),
         ("katalog-lang/src/cel/native.rs", 1330),
-        ("katalog-lang/src/cel/types.rs", 1648),
+        ("katalog-lang/src/cel/types.rs", 1263),
         ("katalog-lang/src/conversion/analysis.rs", 1640),
         ("katalog-lang/src/conversion/compile.rs", 1529),
         ("katalog-lang/src/conversion/eval.rs", 1091),
