@@ -27,7 +27,7 @@
 //! every variable `dyn`, as the cel-go oracle declares them.
 
 mod expand;
-mod overloads;
+pub(super) mod overloads;
 
 use std::collections::HashMap;
 

@@ -21,6 +21,9 @@
 //! reports what fails at every evaluation; it never changes what compiles
 //! when no schema is known.
 
+mod overloads;
+mod ty;
+
 use std::collections::HashMap;
 use std::fmt;
 
@@ -31,121 +34,9 @@ use kube_cel::cel::common::ast::{
 
 use super::position::{Element, Positions, caret_at};
 use super::{EQ_FUNCTION, IN_FUNCTION, NE_FUNCTION, NEG_FUNCTION};
-use crate::schema::{Opacity, SchemaNode};
-
-/// A CEL type, as far as the checker knows it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Type<'s> {
-    /// Unknown: matches everything.
-    Dyn,
-    Null,
-    Bool,
-    Int,
-    Uint,
-    Double,
-    String,
-    Bytes,
-    Timestamp,
-    Duration,
-    List(Box<Type<'s>>),
-    Map(Box<Type<'s>>, Box<Type<'s>>),
-    /// An object whose fields a schema declares.
-    Object {
-        schema: &'s SchemaNode,
-        /// Unknown fields of this object are reported elsewhere (the
-        /// selection checks of the admission compiler): not again here.
-        reported: bool,
-    },
-    Optional(Box<Type<'s>>),
-    /// An extension value (`quantity`, `url`, `ip`, `cidr`, `semver`).
-    Opaque(&'static str),
-}
-
-impl fmt::Display for Type<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Type::Dyn => f.write_str("dyn"),
-            Type::Null => f.write_str("null"),
-            Type::Bool => f.write_str("bool"),
-            Type::Int => f.write_str("int"),
-            Type::Uint => f.write_str("uint"),
-            Type::Double => f.write_str("double"),
-            Type::String => f.write_str("string"),
-            Type::Bytes => f.write_str("bytes"),
-            Type::Timestamp => f.write_str("timestamp"),
-            Type::Duration => f.write_str("duration"),
-            Type::List(t) => write!(f, "list({t})"),
-            Type::Map(k, v) => write!(f, "map({k}, {v})"),
-            Type::Object { .. } => f.write_str("object"),
-            Type::Optional(t) => write!(f, "optional_type({t})"),
-            Type::Opaque(name) => f.write_str(name),
-        }
-    }
-}
-
-impl<'s> Type<'s> {
-    /// The type of the values a schema node holds. Strings with a format
-    /// the apiserver reads as another type (`date-time`, `duration`,
-    /// `byte`) are `dyn`: katalog binds them as strings.
-    pub fn of_schema(node: &'s SchemaNode, reported: bool) -> Type<'s> {
-        if node.int_or_string {
-            return Type::Dyn;
-        }
-        match node.type_.as_deref() {
-            Some("object") => {
-                if !node.properties.is_empty() {
-                    Type::Object {
-                        schema: node,
-                        reported,
-                    }
-                } else if let Some(values) = &node.additional_properties {
-                    Type::Map(
-                        Box::new(Type::String),
-                        Box::new(Type::of_schema(values, reported)),
-                    )
-                } else {
-                    Type::Dyn
-                }
-            }
-            Some("array") => Type::List(Box::new(
-                node.items
-                    .as_deref()
-                    .map_or(Type::Dyn, |i| Type::of_schema(i, reported)),
-            )),
-            Some("string") => match node.format.as_deref() {
-                Some("date-time" | "date" | "duration" | "byte") => Type::Dyn,
-                _ => Type::String,
-            },
-            Some("integer") => Type::Int,
-            Some("number") => Type::Double,
-            Some("boolean") => Type::Bool,
-            _ => Type::Dyn,
-        }
-    }
-
-    /// The same type with unknown fields reported here (a value reached
-    /// through a variable, which the selection checks do not follow).
-    pub fn unreported(self) -> Type<'s> {
-        match self {
-            Type::Object { schema, .. } => Type::Object {
-                schema,
-                reported: false,
-            },
-            Type::List(t) => Type::List(Box::new(t.unreported())),
-            Type::Map(k, v) => Type::Map(k, Box::new(v.unreported())),
-            Type::Optional(t) => Type::Optional(Box::new(t.unreported())),
-            other => other,
-        }
-    }
-
-    fn is_dyn(&self) -> bool {
-        matches!(self, Type::Dyn)
-    }
-
-    fn is_number(&self) -> bool {
-        matches!(self, Type::Int | Type::Uint | Type::Double)
-    }
-}
+use crate::schema::Opacity;
+use overloads::{Overload, R, overloads, signature_result};
+pub use ty::Type;
 
 /// What the identifiers of an expression stand for.
 #[derive(Default)]
@@ -379,7 +270,8 @@ fn arithmetic<'s>(op: &str, a: &Type<'s>, b: &Type<'s>) -> Option<Type<'s>> {
             operators::MODULO => matches!(known, Dyn | Int | Uint),
             _ => known.is_dyn() || known.is_number(),
         };
-        return fits.then_some(Dyn);
+        // The overloads one known operand leaves (`x % 1u` is a uint).
+        return fits.then(|| signature_result(op, None, &[a.clone(), b.clone()]));
     }
     match (op, a, b) {
         (_, Int, Int) => Some(Int),
@@ -398,184 +290,6 @@ fn arithmetic<'s>(op: &str, a: &Type<'s>, b: &Type<'s>) -> Option<Type<'s>> {
         (operators::SUBSTRACT, Timestamp, Timestamp) => Some(Duration),
         (operators::SUBSTRACT, Timestamp, Duration) => Some(Timestamp),
         _ => None,
-    }
-}
-
-/// What a function call's receiver or argument may be.
-#[derive(Clone, Copy)]
-enum P {
-    Any,
-    S,
-    I,
-    B,
-    List,
-    ListOfS,
-    /// A list, a map or an object: something with a size.
-    Sized,
-    Ts,
-    Dur,
-    U,
-    D,
-    Bytes,
-    Opaque(&'static str),
-}
-
-impl P {
-    fn admits(self, t: &Type) -> bool {
-        if t.is_dyn() {
-            return true;
-        }
-        // cel-go's checker lets `null` be a timestamp, a duration or an
-        // opaque value (its legacy nullness).
-        if matches!(t, Type::Null) {
-            return matches!(self, P::Any | P::Ts | P::Dur | P::Opaque(_));
-        }
-        match self {
-            P::Any => true,
-            P::S => matches!(t, Type::String),
-            P::I => matches!(t, Type::Int),
-            P::B => matches!(t, Type::Bool),
-            P::List => matches!(t, Type::List(_)),
-            P::ListOfS => match t {
-                Type::List(e) => matches!(**e, Type::Dyn | Type::String),
-                _ => false,
-            },
-            P::Sized => matches!(
-                t,
-                Type::String | Type::Bytes | Type::List(_) | Type::Map(..) | Type::Object { .. }
-            ),
-            P::Ts => matches!(t, Type::Timestamp),
-            P::U => matches!(t, Type::Uint),
-            P::D => matches!(t, Type::Double),
-            P::Bytes => matches!(t, Type::Bytes),
-            P::Dur => matches!(t, Type::Duration),
-            P::Opaque(name) => matches!(t, Type::Opaque(n) if *n == name),
-        }
-    }
-}
-
-/// What a call returns.
-#[derive(Clone, Copy)]
-enum R {
-    Bool,
-    Int,
-    Double,
-    S,
-    Bytes,
-    ListOfS,
-    Ts,
-    Dur,
-    Opaque(&'static str),
-    /// The receiver's type.
-    Same,
-    /// The receiver list's element type.
-    Elem,
-    /// An optional of the receiver list's element type.
-    OptElem,
-}
-
-/// One overload: receiver (`None`: a global call), arguments, result.
-type Overload = (Option<P>, &'static [P], R);
-
-/// The overloads of the functions the checker knows; a function not
-/// listed is not checked (its result is `dyn`).
-fn overloads(name: &str) -> &'static [Overload] {
-    use P::*;
-    const Q: P = P::Opaque("kubernetes.Quantity");
-    const URL: P = P::Opaque("kubernetes.URL");
-    const IP: P = P::Opaque("net.IP");
-    const CIDR: P = P::Opaque("net.CIDR");
-    const SEMVER: P = P::Opaque("kubernetes.Semver");
-    match name {
-        "size" => &[(None, &[Sized], R::Int), (Some(Sized), &[], R::Int)],
-        "contains" | "startsWith" | "endsWith" => &[(Some(S), &[S], R::Bool)],
-        "matches" => &[(Some(S), &[S], R::Bool), (None, &[S, S], R::Bool)],
-        "lowerAscii" | "upperAscii" | "trim" => &[(Some(S), &[], R::S)],
-        "replace" => &[(Some(S), &[S, S], R::S), (Some(S), &[S, S, I], R::S)],
-        "split" => &[(Some(S), &[S], R::ListOfS), (Some(S), &[S, I], R::ListOfS)],
-        "substring" => &[(Some(S), &[I], R::S), (Some(S), &[I, I], R::S)],
-        "charAt" => &[(Some(S), &[I], R::S)],
-        "indexOf" | "lastIndexOf" => &[
-            (Some(S), &[S], R::Int),
-            (Some(S), &[S, I], R::Int),
-            (Some(List), &[Any], R::Int),
-        ],
-        "join" => &[(Some(ListOfS), &[], R::S), (Some(ListOfS), &[S], R::S)],
-        "format" => &[(Some(S), &[List], R::S)],
-        "find" => &[(Some(S), &[S], R::S)],
-        "findAll" => &[(Some(S), &[S], R::ListOfS), (Some(S), &[S, I], R::ListOfS)],
-        // Lists only: Kubernetes' strings extension is version 2, which has
-        // no `reverse()` on strings (cel-go refuses `'abc'.reverse()`).
-        "reverse" => &[(Some(List), &[], R::Same)],
-        "isSorted" => &[(Some(List), &[], R::Bool)],
-        "sum" => &[(Some(List), &[], R::Elem)],
-        "sort" | "distinct" => &[(Some(List), &[], R::Same)],
-        "slice" => &[(Some(List), &[I, I], R::Same)],
-        "first" | "last" => &[(Some(List), &[], R::OptElem)],
-        "int" => &[(None, &[Any], R::Int)],
-        // The result of `all` and `exists` (see `macros.rs`).
-        "@katalog_result" => &[(None, &[Any], R::Bool)],
-        "bool" => &[(None, &[Any], R::Bool)],
-        "double" => &[(None, &[Any], R::Double)],
-        // cel-go's, and Kubernetes' IP and CIDR libraries'.
-        "string" => &[
-            (None, &[S], R::S),
-            (None, &[I], R::S),
-            (None, &[U], R::S),
-            (None, &[D], R::S),
-            (None, &[B], R::S),
-            (None, &[Bytes], R::S),
-            (None, &[Ts], R::S),
-            (None, &[Dur], R::S),
-            (None, &[IP], R::S),
-            (None, &[CIDR], R::S),
-        ],
-        "bytes" => &[(None, &[Any], R::Bytes)],
-        "duration" => &[(None, &[S], R::Dur), (None, &[Dur], R::Dur)],
-        "timestamp" => &[
-            (None, &[S], R::Ts),
-            (None, &[Ts], R::Ts),
-            (None, &[I], R::Ts),
-        ],
-        "getFullYear" | "getMonth" | "getDayOfYear" | "getDayOfMonth" | "getDate"
-        | "getDayOfWeek" => &[(Some(Ts), &[], R::Int), (Some(Ts), &[S], R::Int)],
-        "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => &[
-            (Some(Ts), &[], R::Int),
-            (Some(Ts), &[S], R::Int),
-            (Some(Dur), &[], R::Int),
-        ],
-        "quantity" => &[(None, &[S], R::Opaque("kubernetes.Quantity"))],
-        "isQuantity" | "isURL" | "isIP" | "isCIDR" | "isSemver" => {
-            &[(None, &[S], R::Bool), (None, &[S, B], R::Bool)]
-        }
-        "isInteger" => &[(Some(Q), &[], R::Bool)],
-        "asInteger" => &[(Some(Q), &[], R::Int)],
-        "asApproximateFloat" => &[(Some(Q), &[], R::Double)],
-        "add" | "sub" => &[(Some(Q), &[Q], R::Same), (Some(Q), &[I], R::Same)],
-        "isGreaterThan" | "isLessThan" => {
-            &[(Some(Q), &[Q], R::Bool), (Some(SEMVER), &[SEMVER], R::Bool)]
-        }
-        "compareTo" => &[(Some(Q), &[Q], R::Int), (Some(SEMVER), &[SEMVER], R::Int)],
-        "url" => &[(None, &[S], R::Opaque("kubernetes.URL"))],
-        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => {
-            &[(Some(URL), &[], R::S)]
-        }
-        "ip" => &[
-            (None, &[S], R::Opaque("net.IP")),
-            (Some(CIDR), &[], R::Opaque("net.IP")),
-        ],
-        "cidr" => &[(None, &[S], R::Opaque("net.CIDR"))],
-        "family" => &[(Some(IP), &[], R::Int)],
-        "containsIP" => &[(Some(CIDR), &[S], R::Bool), (Some(CIDR), &[IP], R::Bool)],
-        "containsCIDR" => &[(Some(CIDR), &[S], R::Bool), (Some(CIDR), &[CIDR], R::Bool)],
-        "prefixLength" => &[(Some(CIDR), &[], R::Int)],
-        "masked" => &[(Some(CIDR), &[], R::Same)],
-        "semver" => &[
-            (None, &[S], R::Opaque("kubernetes.Semver")),
-            (None, &[S, B], R::Opaque("kubernetes.Semver")),
-        ],
-        "major" | "minor" | "patch" => &[(Some(SEMVER), &[], R::Int)],
-        _ => &[],
     }
 }
 
@@ -1180,7 +894,7 @@ impl<'s> Checker<'_, 's> {
             return match (ns, name, args.as_slice()) {
                 ("optional", "of" | "ofNonZeroValue", [t]) => Type::Optional(Box::new(t.clone())),
                 ("optional", "none", []) => Type::Optional(Box::new(Type::Dyn)),
-                _ => Type::Dyn,
+                _ => signature_result(&format!("{ns}.{name}"), None, &args),
             };
         }
         match (name, &receiver, args.as_slice()) {
@@ -1197,7 +911,7 @@ impl<'s> Checker<'_, 's> {
         }
         let candidates = overloads(name);
         if candidates.is_empty() {
-            return Type::Dyn;
+            return signature_result(name, receiver.as_ref(), &args);
         }
         let fits = |o: &&Overload| {
             let receiver_ok = match (o.0, &receiver) {
@@ -1265,6 +979,7 @@ pub fn whole_expression_error(source: &str, message: &str) -> String {
 mod tests {
     use super::*;
     use crate::cel::CelProgram;
+    use crate::schema::SchemaNode;
     use serde_json::json;
 
     fn schema() -> SchemaNode {
@@ -1361,7 +1076,7 @@ mod tests {
             ["<input>:1:59: found no matching overload for 'startsWith' applied to 'int.(string)'"]
         );
         assert_eq!(
-            errors("object.spec.replicas + 1 > 1 && object.spec.name + 1 == ''"),
+            errors("object.spec.replicas + 1 > 1 && object.spec.name + 1 > 0"),
             ["<input>:1:50: found no matching overload for '_+_' applied to '(string, int)'"]
         );
         assert_eq!(
@@ -1423,6 +1138,7 @@ mod tests {
 mod agreement {
     use super::*;
     use crate::cel::CelProgram;
+    use crate::schema::SchemaNode;
     use serde_json::json;
 
     #[test]

@@ -5,7 +5,7 @@
 
 /// A CEL type, as far as the estimate needs it.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum T {
+pub(in crate::cel) enum T {
     Dyn,
     Null,
     Bool,
@@ -404,9 +404,9 @@ fn leak(id: String) -> &'static str {
 }
 
 /// What a call resolved to: its overload ids and result type.
-pub(super) struct Resolved {
-    pub(super) ids: Vec<&'static str>,
-    pub(super) result: T,
+pub(in crate::cel) struct Resolved {
+    pub(in crate::cel) ids: Vec<&'static str>,
+    pub(in crate::cel) result: T,
 }
 
 fn substitute(t: &T, bound: &[Option<T>; 2]) -> T {
@@ -470,7 +470,7 @@ fn most_general(a: &T, b: &T) -> Option<T> {
 
 /// The overloads of `name` that `args` (the receiver first for a member
 /// call) may resolve to, or `None` when the function is not in the table.
-pub(super) fn resolve(name: &str, member: bool, args: &[T]) -> Option<Resolved> {
+pub(in crate::cel) fn resolve(name: &str, member: bool, args: &[T]) -> Option<Resolved> {
     let mut ids = Vec::new();
     let mut result: Option<T> = None;
     let mut known = false;
