@@ -46,6 +46,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,6 +128,35 @@ func (o *Oracle) Program(expr string) (cel.Program, error) {
 	}
 	o.programs[expr] = c
 	return c.prg, c.err
+}
+
+// programFor compiles c.Expr as Program does, with each name c binds
+// beyond variables declared dyn too (cel-spec's cases bind names of their
+// own, such as str_var); such programs are not cached.
+func (o *Oracle) programFor(c Case) (cel.Program, error) {
+	var extra []string
+	for name := range c.Bindings {
+		if !slices.Contains(variables, name) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) == 0 {
+		return o.Program(c.Expr)
+	}
+	sort.Strings(extra)
+	opts := make([]cel.EnvOption, 0, len(extra))
+	for _, name := range extra {
+		opts = append(opts, cel.Variable(name, cel.DynType))
+	}
+	env, err := o.env.Extend(opts...)
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := env.Compile(c.Expr)
+	if iss != nil && iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	return env.Program(ast)
 }
 
 // Case is one input line.
@@ -232,7 +262,7 @@ func fromJSON(v any) any {
 
 // Eval answers one case.
 func (o *Oracle) Eval(c Case) Answer {
-	prg, err := o.Program(c.Expr)
+	prg, err := o.programFor(c)
 	if err != nil {
 		return Answer{Error: err.Error(), Stage: "compile"}
 	}
