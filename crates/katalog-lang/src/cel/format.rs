@@ -26,9 +26,9 @@ use kube_cel::cel::common::ast::{Expr, LiteralValue};
 use kube_cel::cel::objects::Key;
 use kube_cel::cel::{FunctionContext, IdedExpr, Value};
 
-use super::{
-    StrictFunction, cel_type_name, go_double_string, go_time_string, no_overload, resolved_args,
-};
+use super::cel_type_name;
+use super::functions::{go_double_string, go_time_string};
+use super::strict::{StrictFunction, no_overload, resolved_args};
 
 /// `%f` and `%e` without a precision, and `%s` of a double in a list
 /// (cel-go's `defaultPrecision`).

@@ -18,7 +18,7 @@ use kube_cel::cel::extractors::This;
 use kube_cel::cel::objects::OptionalValue;
 use kube_cel::cel::{ExecutionError, FunctionContext, Value};
 
-use super::{StrictFunction, no_overload, resolved_args};
+use super::strict::{StrictFunction, no_overload, resolved_args};
 
 /// `@katalog_sort_by(list, keys)`: the elements of `list` in the order
 /// that sorts `keys` (one key per element), as cel-go's

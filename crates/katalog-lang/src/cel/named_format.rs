@@ -14,7 +14,7 @@ use kube_cel::cel::objects::{Opaque, OpaqueEq, OptionalValue};
 use kube_cel::cel::{ExecutionError, FunctionContext, Value};
 use regex::Regex;
 
-use super::{StrictFunction, call_registered, no_overload, resolved_args};
+use super::strict::{StrictFunction, call_registered, no_overload, resolved_args};
 
 /// The format names, as `format.NAME()` and `format.named('NAME')` spell
 /// them.

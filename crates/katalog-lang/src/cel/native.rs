@@ -46,10 +46,8 @@ use serde_json::{Map as JsonMap, Number, Value as Json};
 
 use crate::json::node::{Members, Node};
 
-use super::{
-    CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, NEG_FUNCTION, REGEX_CACHE,
-    regex_cost,
-};
+use super::functions::{REGEX_CACHE, regex_cost};
+use super::{CelValue, EQ_FUNCTION, IN_FUNCTION, MAX_VALUE_DEPTH, NE_FUNCTION, NEG_FUNCTION};
 
 /// The fields of a map of variables (`variables`), each converted once.
 pub(super) type Fields<'a> = BTreeMap<String, CelValue<'a>>;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use kube_cel::cel::objects::{Opaque, OpaqueEq};
 use kube_cel::cel::{ExecutionError, FunctionContext, Value};
 
-use super::{StrictFunction, call_registered, resolved_args};
+use super::strict::{StrictFunction, call_registered, resolved_args};
 
 /// The functions on quantities this module wraps (besides `quantity`).
 pub(super) const METHODS: [&str; 9] = [

@@ -146,7 +146,7 @@ pub(super) fn in_range(ftx: &mut FunctionContext) -> Result<Value, ExecutionErro
                     .checked_sub_signed(d)
                     .map(Value::Timestamp)
                     .ok_or_else(|| ftx.error("timestamp overflow"))?,
-                (op, a, b) => super::call_registered(op, None, vec![a, b])?,
+                (op, a, b) => super::strict::call_registered(op, None, vec![a, b])?,
             }
         }
         [arg] => Value::resolve(arg, ftx.ptx)?,

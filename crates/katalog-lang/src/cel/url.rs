@@ -18,7 +18,7 @@ use std::sync::Arc;
 use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{FunctionContext, Value};
 
-use super::{StrictFunction, no_overload, resolved_args};
+use super::strict::{StrictFunction, no_overload, resolved_args};
 
 /// The encoding modes of Go's `net/url` (`encodePath`, ...): which part of
 /// a URL a string is escaped or unescaped for.

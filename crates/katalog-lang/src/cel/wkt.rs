@@ -98,7 +98,7 @@ fn literal(id: u64, text: &str) -> IdedExpr {
 
 /// [`MESSAGE_FUNCTION`]: the value of the message its arguments describe.
 pub(super) fn construct(ftx: &mut FunctionContext) -> Result<Value, ExecutionError> {
-    let args = super::resolved_args(ftx)?;
+    let args = super::strict::resolved_args(ftx)?;
     let Some((Value::String(type_name), fields)) = args.split_first() else {
         return Err(ftx.error("a message without a type"));
     };
@@ -217,9 +217,9 @@ fn json_value(ftx: &FunctionContext, value: &Value) -> Result<Value, ExecutionEr
         Value::Int(i) => Value::Float(*i as f64),
         Value::UInt(u) => Value::Float(*u as f64),
         Value::Bytes(b) => Value::String(Arc::new(super::base64_encode(b))),
-        Value::Duration(_) | Value::Timestamp(_) => {
-            Value::String(Arc::new(super::go_time_string(value).unwrap_or_default()))
-        }
+        Value::Duration(_) | Value::Timestamp(_) => Value::String(Arc::new(
+            super::functions::go_time_string(value).unwrap_or_default(),
+        )),
         Value::List(items) => Value::List(Arc::new(
             items
                 .iter()

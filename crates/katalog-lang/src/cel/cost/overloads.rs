@@ -544,7 +544,7 @@ pub(in crate::cel) fn resolve(name: &str, member: bool, args: &[T]) -> Option<Re
             consider(leak(format!("{op}_{a}_{b}")), &sig);
         }
     }
-    if crate::cel::TIMESTAMP_ACCESSORS.contains(&name) && member {
+    if crate::cel::functions::TIMESTAMP_ACCESSORS.contains(&name) && member {
         known = true;
         consider("timestamp_getter", "timestamp -> int");
         consider("timestamp_getter_tz", "timestamp, string -> int");
