@@ -245,7 +245,7 @@ fn no_production_file_grows_past_a_thousand_lines() {
     const OVER: &[(&str, usize)] = &[
         ("katalog-lang/src/admission/compile.rs", 1988),
         ("katalog-lang/src/admission/eval.rs", 2530),
-        ("katalog-lang/src/cel.rs", 2574),
+        ("katalog-lang/src/cel.rs", 2373),
         ("katalog-lang/src/cel/cost.rs", 1076),
         ("katalog-lang/src/cel/native.rs", 1330),
         ("katalog-lang/src/conversion/analysis.rs", 1640),

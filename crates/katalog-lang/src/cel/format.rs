@@ -26,7 +26,7 @@ use kube_cel::cel::common::ast::{Expr, LiteralValue};
 use kube_cel::cel::objects::Key;
 use kube_cel::cel::{FunctionContext, IdedExpr, Value};
 
-use super::cel_type_name;
+use super::convert::cel_type_name;
 use super::functions::{go_double_string, go_time_string};
 use super::strict::{StrictFunction, no_overload, resolved_args};
 

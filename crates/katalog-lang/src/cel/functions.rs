@@ -16,14 +16,15 @@ use kube_cel::cel::objects::{Key, Map};
 use kube_cel::cel::{Context, ExecutionError, FunctionContext, Value};
 use regex::Regex;
 
+use super::convert::cel_type_name;
 use super::strict::{
     STRICT, StrictFunction, call_registered, no_overload, resolved_args, strict, strict_contains,
     strict_fn,
 };
 use super::{
     EQ_FUNCTION, IN_FUNCTION, NE_FUNCTION, NEG_FUNCTION, REGEX_CACHE_CAPACITY,
-    REGEX_CACHE_MAX_PATTERN_LEN, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, cel_type_name,
-    dyn_identity, heterogeneous_eq, heterogeneous_in, heterogeneous_ne,
+    REGEX_CACHE_MAX_PATTERN_LEN, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, dyn_identity,
+    heterogeneous_eq, heterogeneous_in, heterogeneous_ne,
 };
 use super::{format, library, macros, named_format, quantity, time, type_values, url, wkt};
 

@@ -10,7 +10,7 @@ use kube_cel::cel::common::ast::{CallExpr, Expr};
 use kube_cel::cel::extractors::This;
 use kube_cel::cel::{Context, ExecutionError, FunctionContext, IdedExpr, Value};
 
-use super::cel_type_name;
+use super::convert::cel_type_name;
 
 /// `<string>.contains(<string>) -> bool`, and nothing else: cel 0.13's
 /// answers `false` for any other receiver or argument (`null.contains('*')`,

@@ -121,7 +121,7 @@ pub(super) fn construct(ftx: &mut FunctionContext) -> Result<Value, ExecutionErr
     let wrong = |value: &Value| {
         ftx.error(format!(
             "field type conversion error for {type_name}: {}",
-            super::cel_type_name(value)
+            super::convert::cel_type_name(value)
         ))
     };
     let short = type_name
@@ -216,7 +216,7 @@ fn json_value(ftx: &FunctionContext, value: &Value) -> Result<Value, ExecutionEr
         Value::Null | Value::Bool(_) | Value::Float(_) | Value::String(_) => value.clone(),
         Value::Int(i) => Value::Float(*i as f64),
         Value::UInt(u) => Value::Float(*u as f64),
-        Value::Bytes(b) => Value::String(Arc::new(super::base64_encode(b))),
+        Value::Bytes(b) => Value::String(Arc::new(super::convert::base64_encode(b))),
         Value::Duration(_) | Value::Timestamp(_) => Value::String(Arc::new(
             super::functions::go_time_string(value).unwrap_or_default(),
         )),
@@ -239,7 +239,7 @@ fn json_value(ftx: &FunctionContext, value: &Value) -> Result<Value, ExecutionEr
         other => {
             return Err(ftx.error(format!(
                 "{} has no google.protobuf.Value form",
-                super::cel_type_name(other)
+                super::convert::cel_type_name(other)
             )));
         }
     })
