@@ -244,7 +244,7 @@ fn no_production_file_grows_past_a_thousand_lines() {
     // (file under crates/, its production lines when it was listed)
     const OVER: &[(&str, usize)] = &[
         ("katalog-lang/src/admission/compile.rs", 1988),
-        ("katalog-lang/src/admission/eval.rs", 2530),
+        ("katalog-lang/src/admission/eval.rs", 1736),
         ("katalog-lang/src/cel.rs", 2373),
         ("katalog-lang/src/cel/cost.rs", 1076),
         ("katalog-lang/src/cel/native.rs", 1330),
