@@ -243,7 +243,6 @@ fn no_production_file_grows_past_a_thousand_lines() {
     const LIMIT: usize = 1_000;
     // (file under crates/, its production lines when it was listed)
     const OVER: &[(&str, usize)] = &[
-        ("katalog-lang/src/admission/compile.rs", 1988),
         ("katalog-lang/src/admission/eval.rs", 1736),
         ("katalog-lang/src/cel.rs", 2373),
         ("katalog-lang/src/cel/cost.rs", 1076),
