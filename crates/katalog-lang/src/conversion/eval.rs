@@ -9,10 +9,8 @@
 use serde_json::{Map, Value};
 
 use crate::common::path::{Path, Segment, get_in, take_in};
-use crate::front::document::{ScalarType, Unmapped};
-use crate::ir::{
-    Direction, Ir, Op, PartsIr, ResourceIr, RuleId, RuleIr, Side, Splitter, TemplatePiece, WrapHow,
-};
+use crate::front::document::Unmapped;
+use crate::ir::{Direction, Ir, Op, ResourceIr, RuleId, RuleIr, Side, WrapHow};
 
 use super::stash::{StashState, Stashed};
 pub use crate::common::json::{json_eq, split_api_version};
@@ -20,6 +18,8 @@ use crate::common::json::{show, type_name};
 
 use super::error::fail;
 pub use super::error::{ANNOTATIONS_LIMIT, ConvertError};
+
+mod values;
 
 /// Convert one object to `desired_api_version`. The object may be at any
 /// served version of its resource.
@@ -230,8 +230,8 @@ impl Ctx<'_> {
         let mut emptied: Vec<(Path, String)> = Vec::new();
         for ((id, input), parent) in rules.iter().zip(inputs).zip(before) {
             let rule = ir.rule(*id);
-            let empty_parts = empty_parts_join(rule, dir, &input, obj)
-                .or_else(|| placeholders_split(rule, dir, &input, obj, &mut emptied));
+            let empty_parts = values::empty_parts_join(rule, dir, &input, obj)
+                .or_else(|| values::placeholders_split(rule, dir, &input, obj, &mut emptied));
             let writes = match empty_parts {
                 Some(result) => result,
                 None => self.apply(rule, dir, input, parent, hub_prefix, spoke_prefix),
@@ -414,7 +414,7 @@ impl Ctx<'_> {
                     Direction::Down => (hub, *hub_type, *spoke_type),
                     Direction::Up => (spoke, *spoke_type, *hub_type),
                 };
-                vec![(target(0), coerce(&v, from_t, to_t, from_path)?)]
+                vec![(target(0), values::coerce(&v, from_t, to_t, from_path)?)]
             }
             Op::Split {
                 joined_side,
@@ -435,7 +435,8 @@ impl Ctx<'_> {
                     _ => None,
                 };
                 let ph = placeholder.as_deref();
-                let only_placeholders = ph.and_then(|ph| all_placeholders(parts, splitter, ph));
+                let only_placeholders =
+                    ph.and_then(|ph| values::all_placeholders(parts, splitter, ph));
                 if *joined_side == source_side {
                     let Some(v) = first else { return Ok(vec![]) };
                     // Every part absent: only the marker says it was there.
@@ -452,9 +453,10 @@ impl Ctx<'_> {
                             type_name(&v)
                         ));
                     };
-                    let pieces = split(s, joined, parts, splitter, placeholder.as_deref())?;
+                    let pieces = values::split(s, joined, parts, splitter, placeholder.as_deref())?;
                     // Lossless only if joining the pieces gives the string back.
-                    let back = join(&pieces, parts, splitter, placeholder.as_deref(), joined)?;
+                    let back =
+                        values::join(&pieces, parts, splitter, placeholder.as_deref(), joined)?;
                     if back.as_deref() != Some(s) {
                         return fail(format!(
                             "`{joined}` = {v} cannot be split so that it joins back unchanged"
@@ -478,11 +480,12 @@ impl Ctx<'_> {
                     {
                         return Ok(vec![(joined.clone(), v)]);
                     }
-                    match join(&pieces, parts, splitter, placeholder.as_deref(), joined)? {
+                    match values::join(&pieces, parts, splitter, placeholder.as_deref(), joined)? {
                         None => vec![],
                         Some(s) => {
-                            let again = split(&s, joined, parts, splitter, placeholder.as_deref())?;
-                            if !same_pieces(&again, &pieces) {
+                            let again =
+                                values::split(&s, joined, parts, splitter, placeholder.as_deref())?;
+                            if !values::same_pieces(&again, &pieces) {
                                 return fail(format!(
                                     "the pieces of `{joined}` cannot be joined so that they split back unchanged (joined: {s:?})"
                                 ));
@@ -500,7 +503,7 @@ impl Ctx<'_> {
             } => {
                 let Some(v) = first else { return Ok(vec![]) };
                 if *wrapped_side == source_side {
-                    match unwrap(v, how, wrapped)? {
+                    match values::unwrap(v, how, wrapped)? {
                         Some(inner) => vec![(plain.clone(), inner)],
                         None => vec![],
                     }
@@ -524,9 +527,9 @@ impl Ctx<'_> {
             } => {
                 let Some(v) = first else { return Ok(vec![]) };
                 if *list_side == source_side {
-                    vec![(map.clone(), list_to_map(v, list, key)?)]
+                    vec![(map.clone(), values::list_to_map(v, list, key)?)]
                 } else {
-                    vec![(list.clone(), map_to_list(v, map, key)?)]
+                    vec![(list.clone(), values::map_to_list(v, map, key)?)]
                 }
             }
             Op::ForEach { hub, spoke, rules } => {
@@ -653,439 +656,6 @@ fn parent_exists(path: &Path, obj: &Value) -> bool {
     match path.segments().split_last() {
         Some((_, parent)) => get_in(parent, obj).is_some(),
         None => true,
-    }
-}
-
-/// The object that holds every part of a split, when the parts have one of
-/// their own (`spec.range.from`, `spec.range.to` → `spec.range`). The
-/// empty-object form of the placeholders-only string is used only when this
-/// is the joined path itself: there the other version holds a string, so an
-/// empty object cannot have come from it.
-fn parts_parent(parts: &PartsIr) -> Option<Path> {
-    let paths = match parts {
-        PartsIr::List(_) => return None,
-        PartsIr::Fields(ps) => ps.clone(),
-        PartsIr::Named(ps) => ps.iter().map(|(_, p)| p.clone()).collect(),
-    };
-    let first = paths.first()?;
-    let n = paths
-        .iter()
-        .map(|p| first.common_prefix_len(p))
-        .min()?
-        .min(paths.iter().map(|p| p.len().saturating_sub(1)).min()?);
-    (n > 0).then(|| Path::from_segments(first.segments()[..n].to_vec()))
-}
-
-/// The joined string whose every piece is the placeholder.
-fn all_placeholders(parts: &PartsIr, splitter: &Splitter, ph: &str) -> Option<String> {
-    match (splitter, parts) {
-        (Splitter::Separator(sep), PartsIr::Fields(paths)) => Some(vec![ph; paths.len()].join(sep)),
-        (Splitter::Pattern { template, .. }, PartsIr::Named(_)) => Some(
-            template
-                .iter()
-                .map(|piece| match piece {
-                    TemplatePiece::Text(t) => t.as_str(),
-                    TemplatePiece::Capture(_) => ph,
-                })
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
-/// A split of the string made of placeholders only: every part is absent,
-/// and their own parent object is left empty to say so (joined back by
-/// [`empty_parts_join`]). It fails when that parent already holds other
-/// fields, and the caller checks it is still empty once every rule wrote.
-fn placeholders_split(
-    rule: &RuleIr,
-    dir: Direction,
-    input: &[Option<Value>],
-    obj: &Value,
-    emptied: &mut Vec<(Path, String)>,
-) -> Option<Result<Vec<(Path, Value)>, ConvertError>> {
-    let Op::Split {
-        joined_side,
-        joined,
-        parts,
-        splitter,
-        placeholder: Some(ph),
-        ..
-    } = &rule.op
-    else {
-        return None;
-    };
-    if *joined_side != Side::source_of(dir) {
-        return None;
-    }
-    let Some(Some(Value::String(s))) = input.first() else {
-        return None;
-    };
-    let parent = parts_parent(parts).filter(|p| p == joined)?;
-    if all_placeholders(parts, splitter, ph).as_deref() != Some(s.as_str()) {
-        return None;
-    }
-    if parent.get(obj).is_some() {
-        return Some(fail(format!(
-            "`{joined}` = {s:?} is placeholders only, which converts to an empty `{parent}`, but `{parent}` holds other fields"
-        )));
-    }
-    emptied.push((parent.clone(), rule.origin.clone()));
-    Some(Ok(vec![(parent, Value::Object(Map::new()))]))
-}
-
-/// A join whose parts are all absent while their own parent object is there
-/// and empty: the empty object is the string of placeholders (see the split
-/// side above), taken out so it is never copied into the joined field.
-/// Without a placeholder it has no string form, and converting fails rather
-/// than copy `{}` where the other version holds a string. `None`: not this
-/// case, the rule applies as usual.
-fn empty_parts_join(
-    rule: &RuleIr,
-    dir: Direction,
-    input: &[Option<Value>],
-    obj: &mut Value,
-) -> Option<Result<Vec<(Path, Value)>, ConvertError>> {
-    let Op::Split {
-        joined_side,
-        joined,
-        parts,
-        splitter,
-        placeholder,
-        ..
-    } = &rule.op
-    else {
-        return None;
-    };
-    if *joined_side == Side::source_of(dir) || input.iter().any(Option::is_some) {
-        return None;
-    }
-    let parent = parts_parent(parts).filter(|p| p == joined)?;
-    if !matches!(parent.get(obj), Some(Value::Object(m)) if m.is_empty()) {
-        return None;
-    }
-    let Some(ph) = placeholder.as_deref() else {
-        return Some(fail(format!(
-            "`{parent}` is an empty object; with no `placeholder` it has no string form for `{joined}`"
-        )));
-    };
-    let s = all_placeholders(parts, splitter, ph)?;
-    parent.take(obj);
-    Some(Ok(vec![(joined.clone(), Value::String(s))]))
-}
-
-fn same_pieces(a: &[(Path, Value)], b: &[(Path, Value)]) -> bool {
-    a.len() == b.len() && a.iter().all(|x| b.contains(x))
-}
-
-fn split(
-    s: &str,
-    joined: &Path,
-    parts: &PartsIr,
-    splitter: &Splitter,
-    placeholder: Option<&str>,
-) -> Result<Vec<(Path, Value)>, ConvertError> {
-    let keep = |piece: &str| placeholder != Some(piece);
-    match (splitter, parts) {
-        (Splitter::Separator(sep), PartsIr::List(p)) => {
-            let items: Vec<Value> = if s.is_empty() {
-                vec![]
-            } else {
-                s.split(sep.as_str())
-                    .map(|x| Value::String(x.to_string()))
-                    .collect()
-            };
-            Ok(vec![(p.clone(), Value::Array(items))])
-        }
-        (Splitter::Separator(sep), PartsIr::Fields(paths)) => Ok(s
-            .splitn(paths.len(), sep.as_str())
-            .zip(paths)
-            .filter(|(piece, _)| keep(piece))
-            .map(|(piece, p)| (p.clone(), Value::String(piece.to_string())))
-            .collect()),
-        (Splitter::Pattern { regex, .. }, PartsIr::Named(named)) => {
-            let Some(caps) = regex.captures(s) else {
-                return fail(format!(
-                    "`{joined}` = {s:?} does not match the pattern /{}/",
-                    regex.as_str()
-                ));
-            };
-            Ok(named
-                .iter()
-                .filter_map(|(name, p)| {
-                    let m = caps.name(name)?;
-                    keep(m.as_str()).then(|| (p.clone(), Value::String(m.as_str().to_string())))
-                })
-                .collect())
-        }
-        _ => fail("internal: split parts do not fit the splitter"),
-    }
-}
-
-fn join(
-    pieces: &[(Path, Value)],
-    parts: &PartsIr,
-    splitter: &Splitter,
-    placeholder: Option<&str>,
-    joined: &Path,
-) -> Result<Option<String>, ConvertError> {
-    let get = |p: &Path| -> Result<Option<&str>, ConvertError> {
-        match pieces.iter().find(|(q, _)| q == p) {
-            None => Ok(None),
-            Some((_, Value::String(s))) => Ok(Some(s.as_str())),
-            Some((_, v)) => fail(format!(
-                "`{p}` must be a string to be joined into `{joined}`, found {}",
-                type_name(v)
-            )),
-        }
-    };
-    match (splitter, parts) {
-        (Splitter::Separator(sep), PartsIr::List(p)) => {
-            let Some((_, v)) = pieces.iter().find(|(q, _)| q == p) else {
-                return Ok(None);
-            };
-            let Value::Array(items) = v else {
-                return fail(format!(
-                    "`{p}` must be a list of strings, found {}",
-                    type_name(v)
-                ));
-            };
-            let mut strs = Vec::with_capacity(items.len());
-            for item in items {
-                let Some(s) = item.as_str() else {
-                    return fail(format!(
-                        "`{p}` must hold strings only, found {}",
-                        type_name(item)
-                    ));
-                };
-                if s.contains(sep.as_str()) {
-                    return fail(format!(
-                        "an element of `{p}` ({s:?}) contains the separator {sep:?}, so it would not split back"
-                    ));
-                }
-                strs.push(s);
-            }
-            Ok(Some(strs.join(sep)))
-        }
-        (Splitter::Separator(sep), PartsIr::Fields(paths)) => {
-            let mut values = Vec::new();
-            for p in paths {
-                values.push(get(p)?);
-            }
-            if values.iter().all(Option::is_none) {
-                return Ok(None);
-            }
-            // Trailing absent pieces are left out; absent pieces inside need a placeholder.
-            while values.last().is_some_and(Option::is_none) && placeholder.is_none() {
-                values.pop();
-            }
-            let mut out = Vec::new();
-            for (i, v) in values.iter().enumerate() {
-                match (v, placeholder) {
-                    (Some(s), _) => out.push(*s),
-                    (None, Some(ph)) => out.push(ph),
-                    (None, None) => {
-                        return fail(format!(
-                            "`{}` is absent but a later piece of `{joined}` is not; set `placeholder` to join it",
-                            paths[i]
-                        ));
-                    }
-                }
-            }
-            Ok(Some(out.join(sep)))
-        }
-        (Splitter::Pattern { template, .. }, PartsIr::Named(named)) => {
-            let mut any = false;
-            let mut out = String::new();
-            for piece in template {
-                match piece {
-                    TemplatePiece::Text(t) => out.push_str(t),
-                    TemplatePiece::Capture(name) => {
-                        let path = named.iter().find(|(n, _)| n == name).map(|(_, p)| p);
-                        let v = match path {
-                            Some(p) => get(p)?,
-                            None => None,
-                        };
-                        match (v, placeholder) {
-                            (Some(s), _) => {
-                                any = true;
-                                out.push_str(s);
-                            }
-                            (None, Some(ph)) => out.push_str(ph),
-                            (None, None) => {}
-                        }
-                    }
-                }
-            }
-            Ok(any.then_some(out))
-        }
-        _ => fail("internal: split parts do not fit the splitter"),
-    }
-}
-
-fn unwrap(v: Value, how: &WrapHow, at: &Path) -> Result<Option<Value>, ConvertError> {
-    match (how, v) {
-        (WrapHow::Key(k), Value::Object(mut m)) => {
-            let inner = m.shift_remove(k);
-            if !m.is_empty() {
-                let extra: Vec<&String> = m.keys().collect();
-                return fail(format!(
-                    "`{at}` holds fields other than `{k}` ({}), which the other version cannot hold",
-                    extra
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            Ok(inner)
-        }
-        (WrapHow::List, Value::Array(mut a)) => match a.len() {
-            0 => Ok(None),
-            1 => Ok(a.pop()),
-            n => fail(format!(
-                "`{at}` holds {n} elements; only a one-element list converts"
-            )),
-        },
-        (WrapHow::Key(_), other) => fail(format!(
-            "`{at}` must be an object, found {}",
-            type_name(&other)
-        )),
-        (WrapHow::List, other) => fail(format!(
-            "`{at}` must be a list, found {}",
-            type_name(&other)
-        )),
-    }
-}
-
-fn list_to_map(v: Value, at: &Path, key: &str) -> Result<Value, ConvertError> {
-    let Value::Array(items) = v else {
-        return fail(format!("`{at}` must be a list, found {}", type_name(&v)));
-    };
-    let mut out = Map::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let Value::Object(mut m) = item else {
-            return fail(format!(
-                "`{at}[{i}]` must be an object with a `{key}` field, found {}",
-                type_name(&item)
-            ));
-        };
-        let name = match m.shift_remove(key) {
-            Some(Value::String(s)) => s,
-            Some(other) => {
-                return fail(format!(
-                    "`{at}[{i}].{key}` must be a string, found {}",
-                    type_name(&other)
-                ));
-            }
-            None => return fail(format!("`{at}[{i}]` has no `{key}`")),
-        };
-        if out.contains_key(&name) {
-            return fail(format!(
-                "`{at}` has two elements with {key} `{name}`; a map cannot hold both"
-            ));
-        }
-        out.insert(name, Value::Object(m));
-    }
-    Ok(Value::Object(out))
-}
-
-fn map_to_list(v: Value, at: &Path, key: &str) -> Result<Value, ConvertError> {
-    let Value::Object(m) = v else {
-        return fail(format!("`{at}` must be a map, found {}", type_name(&v)));
-    };
-    let mut out = Vec::with_capacity(m.len());
-    for (name, item) in m {
-        let Value::Object(fields) = item else {
-            return fail(format!(
-                "`{at}.{name}` must be an object, found {}",
-                type_name(&item)
-            ));
-        };
-        if fields.contains_key(key) {
-            return fail(format!(
-                "`{at}.{name}` already has a `{key}` field; it would clash with the map key"
-            ));
-        }
-        let mut element = Map::new();
-        element.insert(key.to_string(), Value::String(name));
-        element.extend(fields);
-        out.push(Value::Object(element));
-    }
-    Ok(Value::Array(out))
-}
-
-fn coerce(v: &Value, from: ScalarType, to: ScalarType, at: &Path) -> Result<Value, ConvertError> {
-    use ScalarType::*;
-    let wrong = || {
-        fail(format!(
-            "`{at}` should be {}, found {}",
-            type_word(from),
-            type_name(v)
-        ))
-    };
-    match (from, to, v) {
-        (Integer, String, Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            Ok(Value::String(n.to_string()))
-        }
-        (Number, String, Value::Number(n)) => Ok(Value::String(n.to_string())),
-        (Boolean, String, Value::Bool(b)) => Ok(Value::String(b.to_string())),
-        (String, Integer, Value::String(s)) => {
-            let n: Option<serde_json::Number> = s
-                .parse::<i64>()
-                .map(serde_json::Number::from)
-                .or_else(|_| s.parse::<u64>().map(serde_json::Number::from))
-                .ok();
-            match n {
-                Some(n) if n.to_string() == *s => Ok(Value::Number(n)),
-                _ => fail(format!(
-                    "`{at}` = {s:?} is not an integer in canonical form, so it cannot become one and come back"
-                )),
-            }
-        }
-        (String, Number, Value::String(s)) => {
-            let n = s
-                .parse::<i64>()
-                .map(serde_json::Number::from)
-                .ok()
-                .or_else(|| s.parse::<f64>().ok().and_then(serde_json::Number::from_f64));
-            match n {
-                Some(n) if n.to_string() == *s => Ok(Value::Number(n)),
-                _ => fail(format!(
-                    "`{at}` = {s:?} is not a number in canonical form, so it cannot become one and come back"
-                )),
-            }
-        }
-        (String, Boolean, Value::String(s)) => match s.as_str() {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            _ => fail(format!("`{at}` = {s:?} is not `true` or `false`")),
-        },
-        (Integer, Number, Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            Ok(Value::Number(n.clone()))
-        }
-        (Number, Integer, Value::Number(n)) => {
-            if n.is_i64() || n.is_u64() {
-                Ok(Value::Number(n.clone()))
-            } else {
-                let why = if n.as_f64().is_some_and(|f| f.fract() != 0.0) {
-                    "has a fraction"
-                } else {
-                    "is a floating-point number"
-                };
-                fail(format!("`{at}` = {n} {why} and cannot become an integer"))
-            }
-        }
-        _ => wrong(),
-    }
-}
-
-fn type_word(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::String => "a string",
-        ScalarType::Integer => "an integer",
-        ScalarType::Number => "a number",
-        ScalarType::Boolean => "a boolean",
     }
 }
 
