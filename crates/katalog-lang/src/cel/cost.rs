@@ -1039,11 +1039,7 @@ impl Coster {
 fn replace_size(sz: Size, to: Size, with: Size) -> Size {
     let (mut count, mut retained) = (Size::fixed(0), Size::fixed(0));
     if to.min == 0 {
-        count.max = if sz.max < u64::MAX {
-            sz.max + 1
-        } else {
-            sz.max
-        };
+        count.max = sz.max.saturating_add(1);
         retained.max = sz.max;
     } else if with.max <= to.min {
         retained.max = sz.max;
@@ -1051,11 +1047,7 @@ fn replace_size(sz: Size, to: Size, with: Size) -> Size {
         count.max = (sz.max as f64 / to.min as f64).ceil() as u64;
     }
     if to.max == 0 {
-        count.min = if sz.min < u64::MAX {
-            sz.min + 1
-        } else {
-            sz.min
-        };
+        count.min = sz.min.saturating_add(1);
         retained.min = sz.min;
     } else if to.max <= with.min {
         retained.min = sz.min;
