@@ -247,60 +247,36 @@ impl Compiler<'_> {
                     origin,
                 ))
             }
-            Rule::Split(s) => {
-                let joined = self.path(scope, &s.hub, &at.key("hub"), Side::Hub);
-                let parts = self.parts(scope, &s.spoke, &at.key("spoke"), Side::Spoke);
-                let splitter = self.splitter(scope, &at, &s.separator, &s.pattern, &s.template);
-                let (joined, parts, splitter) = (joined?, parts?, splitter?);
-                self.check_parts_fit(scope, &at.key("spoke"), &parts, &splitter)?;
-                let proof = if s.lossy {
-                    Proof::AcknowledgedLossy
-                } else {
-                    Proof::Invertible
-                };
-                Some(self.push(
-                    Op::Split {
-                        joined_side: Side::Hub,
-                        joined: joined.clone(),
-                        parts,
-                        splitter,
-                        placeholder: s.placeholder.clone(),
-                        marker: s.placeholder.as_ref().map(|_| StashSlot {
-                            annotation: scope.annotation.to_string(),
-                            section: scope.hub_version.to_string(),
-                        }),
-                    },
-                    proof,
-                    origin,
-                ))
-            }
-            Rule::Join(s) => {
-                let joined = self.path(scope, &s.spoke, &at.key("spoke"), Side::Spoke);
-                let parts = self.parts(scope, &s.hub, &at.key("hub"), Side::Hub);
-                let splitter = self.splitter(scope, &at, &s.separator, &s.pattern, &s.template);
-                let (joined, parts, splitter) = (joined?, parts?, splitter?);
-                self.check_parts_fit(scope, &at.key("hub"), &parts, &splitter)?;
-                let proof = if s.lossy {
-                    Proof::AcknowledgedLossy
-                } else {
-                    Proof::Invertible
-                };
-                Some(self.push(
-                    Op::Split {
-                        joined_side: Side::Spoke,
-                        joined: joined.clone(),
-                        parts,
-                        splitter,
-                        placeholder: s.placeholder.clone(),
-                        marker: s.placeholder.as_ref().map(|_| StashSlot {
-                            annotation: scope.annotation.to_string(),
-                            section: scope.spoke_version.to_string(),
-                        }),
-                    },
-                    proof,
-                    origin,
-                ))
-            }
+            Rule::Split(s) => self.split(
+                scope,
+                &at,
+                SplitDoc {
+                    joined_side: Side::Hub,
+                    joined: &s.hub,
+                    parts: &s.spoke,
+                    separator: &s.separator,
+                    pattern: &s.pattern,
+                    template: &s.template,
+                    placeholder: &s.placeholder,
+                    lossy: s.lossy,
+                },
+                origin,
+            ),
+            Rule::Join(s) => self.split(
+                scope,
+                &at,
+                SplitDoc {
+                    joined_side: Side::Spoke,
+                    joined: &s.spoke,
+                    parts: &s.hub,
+                    separator: &s.separator,
+                    pattern: &s.pattern,
+                    template: &s.template,
+                    placeholder: &s.placeholder,
+                    lossy: s.lossy,
+                },
+                origin,
+            ),
             Rule::Wrap(w) => self.wrap(scope, w, &at, Side::Spoke, origin),
             Rule::Unwrap(w) => self.wrap(scope, w, &at, Side::Hub, origin),
             Rule::ListToMap(l) => self.list_map(scope, l, &at, Side::Hub, origin),
@@ -558,6 +534,48 @@ impl Compiler<'_> {
         )
     }
 
+    /// A `split` (the joined string on the hub) or a `join` (on the
+    /// spoke): one op, `Op::Split`, named by the side that holds the string;
+    /// the placeholder's marker goes in the stash section of that side's
+    /// version.
+    fn split(
+        &mut self,
+        scope: &Scope,
+        at: &DocPath,
+        s: SplitDoc,
+        origin: String,
+    ) -> Option<RuleId> {
+        let (joined_key, parts_key, parts_side, section) = match s.joined_side {
+            Side::Hub => ("hub", "spoke", Side::Spoke, scope.hub_version),
+            Side::Spoke => ("spoke", "hub", Side::Hub, scope.spoke_version),
+        };
+        let joined = self.path(scope, s.joined, &at.key(joined_key), s.joined_side);
+        let parts = self.parts(scope, s.parts, &at.key(parts_key), parts_side);
+        let splitter = self.splitter(scope, at, s.separator, s.pattern, s.template);
+        let (joined, parts, splitter) = (joined?, parts?, splitter?);
+        self.check_parts_fit(scope, &at.key(parts_key), &parts, &splitter)?;
+        let proof = if s.lossy {
+            Proof::AcknowledgedLossy
+        } else {
+            Proof::Invertible
+        };
+        Some(self.push(
+            Op::Split {
+                joined_side: s.joined_side,
+                joined,
+                parts,
+                splitter,
+                placeholder: s.placeholder.clone(),
+                marker: s.placeholder.as_ref().map(|_| StashSlot {
+                    annotation: scope.annotation.to_string(),
+                    section: section.to_string(),
+                }),
+            },
+            proof,
+            origin,
+        ))
+    }
+
     fn parts(&mut self, scope: &Scope, parts: &Parts, at: &DocPath, side: Side) -> Option<PartsIr> {
         match parts {
             Parts::List(p) => Some(PartsIr::List(self.path(scope, p, at, side)?)),
@@ -737,4 +755,17 @@ impl Compiler<'_> {
             }
         }
     }
+}
+
+/// What `split` and `join` have in common, as written: the joined string's
+/// path, the parts, how they are cut, and the placeholder.
+struct SplitDoc<'d> {
+    joined_side: Side,
+    joined: &'d str,
+    parts: &'d Parts,
+    separator: &'d Option<String>,
+    pattern: &'d Option<String>,
+    template: &'d Option<String>,
+    placeholder: &'d Option<String>,
+    lossy: bool,
 }
